@@ -1,0 +1,92 @@
+"""What the checks find: each finding names its alert code (DESIGN.md) and the article it enforces."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class AlertCode(StrEnum):
+    """The alert codes of DESIGN.md (v1). Codes are never renamed; new ones may be added."""
+
+    # Rounds and cards (Art. 2-11)
+    DRAW_PLAYER_MISSING = "DRAW_PLAYER_MISSING"
+    DRAW_PLAYER_EXTRA = "DRAW_PLAYER_EXTRA"
+    DRAW_BANKER_MISSING = "DRAW_BANKER_MISSING"
+    DRAW_BANKER_EXTRA = "DRAW_BANKER_EXTRA"
+    DEAL_ORDER = "DEAL_ORDER"
+    RESULT_MISMATCH = "RESULT_MISMATCH"
+    CARD_MISMATCH = "CARD_MISMATCH"
+    CARD_UNACCOUNTED = "CARD_UNACCOUNTED"
+    CARD_OVERCOUNT = "CARD_OVERCOUNT"
+    CARD_EXPOSED = "CARD_EXPOSED"
+    BURN_COUNT = "BURN_COUNT"
+    CUT_CARD_DEPTH = "CUT_CARD_DEPTH"
+    ROUNDS_AFTER_CUT_CARD = "ROUNDS_AFTER_CUT_CARD"
+    DEMO_ROUNDS = "DEMO_ROUNDS"
+    # Bets (Art. 12-16 and house rules)
+    TIE_BET_WITHDRAWN = "TIE_BET_WITHDRAWN"
+    TIE_BET_REDUCED = "TIE_BET_REDUCED"
+    TIE_BET_MOVED = "TIE_BET_MOVED"
+    LATE_BET = "LATE_BET"
+    BANKER_BET_MULTIPLE = "BANKER_BET_MULTIPLE"
+    BET_BELOW_MINIMUM = "BET_BELOW_MINIMUM"
+    TABLE_LIMIT = "TABLE_LIMIT"
+    SQUEEZE_HOLDER = "SQUEEZE_HOLDER"
+    # Money (Art. 17-18)
+    PAYOUT_MISMATCH = "PAYOUT_MISMATCH"
+    UNSETTLED_BET = "UNSETTLED_BET"
+    DUPLICATE_SETTLEMENT = "DUPLICATE_SETTLEMENT"
+    # Patterns (statistics over many rounds)
+    OUTCOME_DRIFT = "OUTCOME_DRIFT"
+    PATRON_WIN_RATE = "PATRON_WIN_RATE"
+    DEALER_ERROR_RATE = "DEALER_ERROR_RATE"
+    SHOE_REPEAT = "SHOE_REPEAT"
+
+
+class Severity(StrEnum):
+    INFO = "info"
+    WARNING = "warning"
+    CRITICAL = "critical"
+
+
+# How urgent each code is for the surveillance room. Errors that move money or point to
+# cheating are critical; procedure slips are warnings; Art. 4 exposures are only recorded.
+SEVERITY: dict[AlertCode, Severity] = {
+    **{code: Severity.CRITICAL for code in AlertCode},
+    AlertCode.CARD_EXPOSED: Severity.INFO,
+    AlertCode.DEAL_ORDER: Severity.WARNING,
+    AlertCode.BURN_COUNT: Severity.WARNING,
+    AlertCode.CUT_CARD_DEPTH: Severity.WARNING,
+    AlertCode.ROUNDS_AFTER_CUT_CARD: Severity.WARNING,
+    AlertCode.DEMO_ROUNDS: Severity.WARNING,
+    AlertCode.LATE_BET: Severity.CRITICAL,
+    AlertCode.BANKER_BET_MULTIPLE: Severity.WARNING,
+    AlertCode.BET_BELOW_MINIMUM: Severity.WARNING,
+    AlertCode.TABLE_LIMIT: Severity.WARNING,
+    AlertCode.SQUEEZE_HOLDER: Severity.WARNING,
+    AlertCode.TIE_BET_WITHDRAWN: Severity.WARNING,
+    AlertCode.TIE_BET_REDUCED: Severity.WARNING,
+    AlertCode.TIE_BET_MOVED: Severity.WARNING,
+    AlertCode.OUTCOME_DRIFT: Severity.WARNING,
+    AlertCode.DEALER_ERROR_RATE: Severity.WARNING,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One way play departed from the rules.
+
+    ``article`` is the article enforced (e.g. ``"Art. 9(3)"``); ``summary`` is one sentence a
+    surveillance officer understands; ``evidence`` holds the facts that prove it (JSON-ready).
+    """
+
+    code: AlertCode
+    article: str
+    summary: str
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def severity(self) -> Severity:
+        return SEVERITY[self.code]

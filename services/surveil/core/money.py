@@ -1,0 +1,244 @@
+"""Money: payouts (Art. 17), commission (Art. 18), ties (Art. 12) and the bet checks (Art. 12-16).
+
+All amounts are integers in currency units. The 5% commission is rounded down, so the house
+never takes more than 5%; a Banker bet that is a multiple of the table minimum (house rule) with a
+minimum that is a multiple of 20 never needs rounding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+
+from .findings import AlertCode, Finding
+from .play import Outcome, RoundResult
+
+
+class Spot(StrEnum):
+    """Where a bet lies on the layout (Art. 13)."""
+
+    PLAYER = "player"
+    BANKER = "banker"
+    TIE = "tie"
+    PLAYER_PAIR = "player_pair"
+    BANKER_PAIR = "banker_pair"
+
+
+class BetResult(StrEnum):
+    WIN = "win"
+    LOSE = "lose"
+    PUSH = "push"  # the stake goes back: a voided round
+    CARRIED = "carried"  # Art. 12: a Player or Banker bet on a tie stays for the next round
+
+
+class Commission(StrEnum):
+    """Art. 18: 5% of a Banker win, or the approved no-commission variant (Banker 6 pays half)."""
+
+    FIVE_PERCENT = "five_percent"
+    NO_COMMISSION = "no_commission"
+
+
+# Art. 17: what one unit staked wins.
+PAYOUT_ODDS: dict[Spot, int] = {
+    Spot.PLAYER: 1,
+    Spot.BANKER: 1,
+    Spot.TIE: 8,
+    Spot.PLAYER_PAIR: 11,
+    Spot.BANKER_PAIR: 11,
+}
+COMMISSION_PERCENT = 5  # Art. 18
+
+
+@dataclass(frozen=True, slots=True)
+class Settlement:
+    """How one bet ends: ``net`` is what the patron gains (+95 on a winning Banker 100)."""
+
+    result: BetResult
+    net: int
+    commission: int
+
+    def paid_out(self, amount: int) -> int:
+        """What goes back across the table: the stake and winnings, or the stake of a push."""
+        if self.result is BetResult.WIN:
+            return amount + self.net
+        return amount if self.result is BetResult.PUSH else 0
+
+
+VOID = Settlement(BetResult.PUSH, 0, 0)  # Art. 10: a voided round returns every stake
+CARRY = Settlement(BetResult.CARRIED, 0, 0)  # Art. 12
+
+
+def settle(spot: Spot, amount: int, result: RoundResult, commission: Commission) -> Settlement:
+    """Settle one bet of ``amount`` on ``spot`` against a completed round's result.
+
+    >>> from surveil.core.play import Outcome, RoundResult
+    >>> banker_wins = RoundResult(3, 7, Outcome.BANKER, False, False)
+    >>> settle(Spot.BANKER, 100, banker_wins, Commission.FIVE_PERCENT)
+    Settlement(result=<BetResult.WIN: 'win'>, net=95, commission=5)
+    """
+    if spot is Spot.PLAYER_PAIR or spot is Spot.BANKER_PAIR:
+        won = result.player_pair if spot is Spot.PLAYER_PAIR else result.banker_pair
+    elif spot is Spot.TIE:
+        won = result.outcome is Outcome.TIE
+    elif result.outcome is Outcome.TIE:
+        return CARRY
+    else:
+        won = result.outcome.value == spot.value
+    if not won:
+        return Settlement(BetResult.LOSE, -amount, 0)
+    if spot is not Spot.BANKER:
+        return Settlement(BetResult.WIN, amount * PAYOUT_ODDS[spot], 0)
+    if commission is Commission.NO_COMMISSION:
+        return Settlement(BetResult.WIN, amount // 2 if result.banker_total == 6 else amount, 0)
+    fee = amount * COMMISSION_PERCENT // 100
+    return Settlement(BetResult.WIN, amount - fee, fee)
+
+
+# ---- bet checks -------------------------------------------------------------------------
+
+
+def check_amount(spot: Spot, amount: int, min_bet: int) -> list[Finding]:
+    """House rules: every bet at least the table minimum; a Banker bet a multiple of it."""
+    findings = []
+    if amount < min_bet:
+        findings.append(
+            Finding(
+                AlertCode.BET_BELOW_MINIMUM,
+                "House rules (minimum bet)",
+                f"A {spot} bet of {amount} is below the table minimum of {min_bet}.",
+                {"spot": str(spot), "amount": amount, "min_bet": min_bet},
+            )
+        )
+    if spot is Spot.BANKER and amount % min_bet:
+        findings.append(
+            Finding(
+                AlertCode.BANKER_BET_MULTIPLE,
+                "House rules (Banker multiple)",
+                f"A Banker bet of {amount} is not a multiple of the table minimum of {min_bet}.",
+                {"spot": str(spot), "amount": amount, "min_bet": min_bet},
+            )
+        )
+    return findings
+
+
+def spot_totals(bets: Iterable[tuple[Spot, int]]) -> dict[Spot, int]:
+    totals = dict.fromkeys(Spot, 0)
+    for spot, amount in bets:
+        totals[spot] += amount
+    return totals
+
+
+def check_table_limit(totals: Mapping[Spot, int], max_bet: int) -> list[Finding]:
+    """Art. 14: the house covers the Banker/Player difference up to the table limit; the
+    Tie and pair spots each up to the limit."""
+    findings = []
+    difference = abs(totals[Spot.BANKER] - totals[Spot.PLAYER])
+    if difference > max_bet:
+        findings.append(
+            Finding(
+                AlertCode.TABLE_LIMIT,
+                "Art. 14",
+                f"Banker {totals[Spot.BANKER]} against Player {totals[Spot.PLAYER]} leaves "
+                f"{difference} uncovered, above the table limit of {max_bet}.",
+                {"banker": totals[Spot.BANKER], "player": totals[Spot.PLAYER], "difference": difference, "max_bet": max_bet},
+            )
+        )
+    for spot in (Spot.TIE, Spot.PLAYER_PAIR, Spot.BANKER_PAIR):
+        if totals[spot] > max_bet:
+            findings.append(
+                Finding(
+                    AlertCode.TABLE_LIMIT,
+                    "Art. 14",
+                    f"{totals[spot]} staked on {spot} is above the table limit of {max_bet}.",
+                    {"spot": str(spot), "total": totals[spot], "max_bet": max_bet},
+                )
+            )
+    return findings
+
+
+class TieMove(StrEnum):
+    """Art. 12: what a bettor may do with a Player/Banker bet left on a tie (house policy)."""
+
+    WITHDRAW = "withdraw"  # Art. 12(1)
+    KEEP = "keep"  # Art. 12(2)
+    INCREASE = "increase"  # Art. 12(3)(a)
+    REDUCE = "reduce"  # Art. 12(3)(a)
+    MOVE = "move"  # Art. 12(3)(b)
+
+
+def tie_moves(before: tuple[Spot, int], after: tuple[Spot, int] | None) -> set[TieMove]:
+    """What a change to a carried bet amounts to; ``after`` is None when it was withdrawn."""
+    if after is None:
+        return {TieMove.WITHDRAW}
+    moves = set()
+    if after[0] != before[0]:
+        moves.add(TieMove.MOVE)
+    if after[1] < before[1]:
+        moves.add(TieMove.REDUCE)
+    elif after[1] > before[1]:
+        moves.add(TieMove.INCREASE)
+    return moves or {TieMove.KEEP}
+
+
+_TIE_MOVE_CODES = {
+    TieMove.WITHDRAW: (AlertCode.TIE_BET_WITHDRAWN, "Art. 12(1)", "withdrawn"),
+    TieMove.REDUCE: (AlertCode.TIE_BET_REDUCED, "Art. 12(3)(a)", "reduced"),
+    TieMove.MOVE: (AlertCode.TIE_BET_MOVED, "Art. 12(3)(b)", "moved to another spot"),
+}
+
+
+def check_tie_change(
+    before: tuple[Spot, int],
+    after: tuple[Spot, int] | None,
+    allowed: frozenset[TieMove],
+    profile: str,
+) -> list[Finding]:
+    """Art. 12 and the house profile: a carried bet may change only as the house allows."""
+    findings = []
+    for move in sorted(tie_moves(before, after) - allowed):
+        code, article, verb = _TIE_MOVE_CODES[move]
+        findings.append(
+            Finding(
+                code,
+                article,
+                f"A bet carried over from a tie was {verb}, which the {profile} house rules forbid.",
+                {
+                    "before": {"spot": str(before[0]), "amount": before[1]},
+                    "after": None if after is None else {"spot": str(after[0]), "amount": after[1]},
+                    "profile": profile,
+                    "allowed": sorted(str(m) for m in allowed),
+                },
+            )
+        )
+    return findings
+
+
+def check_squeeze(squeezed_by: str | None, seated_stakes: Mapping[str, int], allowed: bool) -> Finding | None:
+    """Art. 16: only where the house allows it, and then by the seated bettor with the largest
+    stake (any of them, when several stake the same)."""
+    if squeezed_by is None:
+        return None
+    if not allowed:
+        return Finding(
+            AlertCode.SQUEEZE_HOLDER,
+            "Art. 16(1)",
+            f"Patron {squeezed_by} held the cards at a table where the house does not allow squeezing.",
+            {"squeezed_by": squeezed_by, "squeeze_allowed": False},
+        )
+    largest = max(seated_stakes.values(), default=0)
+    if seated_stakes.get(squeezed_by) == largest and largest > 0:
+        return None
+    holders = sorted(p for p, stake in seated_stakes.items() if stake == largest and largest > 0)
+    return Finding(
+        AlertCode.SQUEEZE_HOLDER,
+        "Art. 16(2)",
+        f"Patron {squeezed_by} held the cards, but the seated patron with the largest bet was "
+        f"{' or '.join(holders) or 'nobody'}.",
+        {
+            "squeezed_by": squeezed_by,
+            "squeezer_stake": seated_stakes.get(squeezed_by),
+            "largest_stake": largest,
+            "entitled": holders,
+        },
+    )

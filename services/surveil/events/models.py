@@ -1,0 +1,264 @@
+"""The event contract v1 (DESIGN.md): one CloudEvents 1.0 structured-mode JSON object per event.
+
+Each event type is a ``msgspec`` struct: the CloudEvents envelope (``Event``) with a typed
+``data``. The ``type`` attribute tags the union, so ``decode`` picks and validates the right
+model in one pass. Extension attributes on the envelope are allowed (CloudEvents permits them);
+unknown fields inside ``data`` are not.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any, ClassVar, Literal
+
+import msgspec
+
+from ..core.money import BetResult, Spot
+from ..core.play import Outcome
+
+CardCode = Annotated[str, msgspec.Meta(pattern=r"^(A|[2-9]|10|J|Q|K)[SHDC]$", description="rank + suit, e.g. 10H")]
+Amount = Annotated[int, msgspec.Meta(ge=0, description="currency units")]
+Index = Annotated[int, msgspec.Meta(ge=1, description="1-based position out of the shoe, burns included")]
+Id = Annotated[str, msgspec.Meta(min_length=1)]
+Decks = Annotated[int, msgspec.Meta(ge=6, le=12)]
+Seat = Annotated[str, msgspec.Meta(pattern=r"^([1-7]|standing)$")]
+UtcTime = Annotated[datetime, msgspec.Meta(tz=True, description="RFC 3339, UTC")]
+
+
+class Data(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    table_id: Id
+
+
+# ---- baccarat.shoe ------------------------------------------------------------------------
+
+
+class ShoeStartedData(Data, frozen=True, kw_only=True):
+    shoe_id: Id
+    decks: Decks
+    automatic: bool
+
+
+class CardReadData(Data, frozen=True, kw_only=True):
+    shoe_id: Id
+    index: Index
+    card: CardCode
+    face_up: bool
+
+
+class CutCardReachedData(Data, frozen=True, kw_only=True):
+    shoe_id: Id
+    index: Annotated[int, msgspec.Meta(ge=0)]
+
+
+class ShoeEndedData(Data, frozen=True, kw_only=True):
+    shoe_id: Id
+    cards_out: Annotated[int, msgspec.Meta(ge=0)]
+
+
+# ---- baccarat.table -----------------------------------------------------------------------
+
+
+class RoundOpenedData(Data, frozen=True, kw_only=True):
+    shoe_id: Id
+    round_id: Id
+    round_no: Annotated[int, msgspec.Meta(ge=1)]
+    dealer_id: Id
+    profile: Id
+    demo: bool
+    min_bet: Amount
+    max_bet: Amount
+    currency: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$")]
+    carried_bet_ids: list[Id]
+
+
+class BetPlacedData(Data, frozen=True, kw_only=True):
+    round_id: Id
+    bet_id: Id
+    patron_id: Id
+    seat: Seat
+    spot: Spot
+    amount: Amount
+
+
+class BetChangedData(Data, frozen=True, kw_only=True):
+    round_id: Id
+    bet_id: Id
+    spot: Spot
+    amount: Amount
+
+
+class BetWithdrawnData(Data, frozen=True, kw_only=True):
+    round_id: Id
+    bet_id: Id
+
+
+class BetsClosedData(Data, frozen=True, kw_only=True):
+    round_id: Id
+
+
+class CardsBurnedData(Data, frozen=True, kw_only=True):
+    shoe_id: Id
+    round_id: Id | None
+    indices: list[Index]
+
+
+class HandCard(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    index: Index
+    card: CardCode
+
+
+Total = Annotated[int, msgspec.Meta(ge=0, le=9)]
+
+
+class RoundCompletedData(Data, frozen=True, kw_only=True):
+    shoe_id: Id
+    round_id: Id
+    player: list[HandCard]
+    banker: list[HandCard]
+    player_total: Total
+    banker_total: Total
+    outcome: Outcome
+    player_pair: bool
+    banker_pair: bool
+    squeezed_by: Id | None
+
+
+class RoundVoidedData(Data, frozen=True, kw_only=True):
+    round_id: Id
+    reason: str
+
+
+# ---- baccarat.settlement ------------------------------------------------------------------
+
+
+class BetSettledData(Data, frozen=True, kw_only=True):
+    round_id: Id
+    bet_id: Id
+    patron_id: Id
+    spot: Spot
+    amount: Amount
+    result: BetResult
+    net: int
+    commission: Amount
+
+
+class RoundSettledData(Data, frozen=True, kw_only=True):
+    round_id: Id
+    staked: Amount
+    paid_out: Amount
+    commission: Amount
+    house_net: int
+
+
+# ---- baccarat.alerts ----------------------------------------------------------------------
+
+
+class AlertRaisedData(Data, frozen=True, kw_only=True, omit_defaults=True):
+    alert_id: Id
+    rule: Id
+    article: Id
+    severity: Literal["info", "warning", "critical"]
+    summary: Id
+    shoe_id: Id | None = None
+    round_id: Id | None = None
+    bet_id: Id | None = None
+    patron_id: Id | None = None
+    dealer_id: Id | None = None
+    evidence: dict[str, Any] = {}
+
+
+# ---- the envelope -------------------------------------------------------------------------
+
+
+class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
+    """CloudEvents 1.0 attributes shared by every event; ``subject`` is the table id."""
+
+    specversion: Literal["1.0"]
+    id: Id
+    source: Id
+    time: UtcTime
+    subject: Id
+    datacontenttype: Literal["application/json"]
+
+    topic: ClassVar[str]  # the Kafka topic this type travels on
+
+
+SHOE_TOPIC = "baccarat.shoe"
+TABLE_TOPIC = "baccarat.table"
+SETTLEMENT_TOPIC = "baccarat.settlement"
+ALERTS_TOPIC = "baccarat.alerts"
+DEADLETTER_TOPIC = "baccarat.deadletter"
+
+class ShoeStarted(Event, frozen=True, kw_only=True, tag="baccarat.shoe.started"):
+    topic = SHOE_TOPIC
+    data: ShoeStartedData
+
+
+class CardRead(Event, frozen=True, kw_only=True, tag="baccarat.card.read"):
+    topic = SHOE_TOPIC
+    data: CardReadData
+
+
+class CutCardReached(Event, frozen=True, kw_only=True, tag="baccarat.cut_card.reached"):
+    topic = SHOE_TOPIC
+    data: CutCardReachedData
+
+
+class ShoeEnded(Event, frozen=True, kw_only=True, tag="baccarat.shoe.ended"):
+    topic = SHOE_TOPIC
+    data: ShoeEndedData
+
+
+class RoundOpened(Event, frozen=True, kw_only=True, tag="baccarat.round.opened"):
+    topic = TABLE_TOPIC
+    data: RoundOpenedData
+
+
+class BetPlaced(Event, frozen=True, kw_only=True, tag="baccarat.bet.placed"):
+    topic = TABLE_TOPIC
+    data: BetPlacedData
+
+
+class BetChanged(Event, frozen=True, kw_only=True, tag="baccarat.bet.changed"):
+    topic = TABLE_TOPIC
+    data: BetChangedData
+
+
+class BetWithdrawn(Event, frozen=True, kw_only=True, tag="baccarat.bet.withdrawn"):
+    topic = TABLE_TOPIC
+    data: BetWithdrawnData
+
+
+class BetsClosed(Event, frozen=True, kw_only=True, tag="baccarat.bets.closed"):
+    topic = TABLE_TOPIC
+    data: BetsClosedData
+
+
+class CardsBurned(Event, frozen=True, kw_only=True, tag="baccarat.cards.burned"):
+    topic = TABLE_TOPIC
+    data: CardsBurnedData
+
+
+class RoundCompleted(Event, frozen=True, kw_only=True, tag="baccarat.round.completed"):
+    topic = TABLE_TOPIC
+    data: RoundCompletedData
+
+
+class RoundVoided(Event, frozen=True, kw_only=True, tag="baccarat.round.voided"):
+    topic = TABLE_TOPIC
+    data: RoundVoidedData
+
+
+class BetSettled(Event, frozen=True, kw_only=True, tag="baccarat.bet.settled"):
+    topic = SETTLEMENT_TOPIC
+    data: BetSettledData
+
+
+class RoundSettled(Event, frozen=True, kw_only=True, tag="baccarat.round.settled"):
+    topic = SETTLEMENT_TOPIC
+    data: RoundSettledData
+
+
+class AlertRaised(Event, frozen=True, kw_only=True, tag="baccarat.alert.raised"):
+    topic = ALERTS_TOPIC
+    data: AlertRaisedData
