@@ -1,0 +1,119 @@
+"""The Kafka topics of the system: the one list that code, tests and ops/stack.sh share.
+
+Every topic is keyed by ``table_id`` and all share one partition count, so that faust can
+co-partition them (see DESIGN.md, "Topics"). ``ops/stack.sh up`` creates them with::
+
+    python -m surveil.runtime.topics create --bootstrap 127.0.0.1:9092 --partitions 6
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Iterable
+
+SHOE = "baccarat.shoe"
+TABLE = "baccarat.table"
+SETTLEMENT = "baccarat.settlement"
+ALERTS = "baccarat.alerts"
+DEADLETTER = "baccarat.deadletter"
+INPUTS = "baccarat.inputs"  # the table's dealer-console and bet-sensor inputs
+
+ALL_TOPICS: tuple[str, ...] = (SHOE, TABLE, SETTLEMENT, ALERTS, DEADLETTER, INPUTS)
+
+DEFAULT_PARTITIONS = 6
+
+
+def partitions_from_env() -> int:
+    """The shared partition count: env ``PARTITIONS``, else 6."""
+    return int(os.environ.get("PARTITIONS", DEFAULT_PARTITIONS))
+
+
+def create_topics(
+    bootstrap: str,
+    topics: Iterable[str] = ALL_TOPICS,
+    partitions: int | None = None,
+    replication: int = 1,
+    timeout_s: float = 30.0,
+) -> list[str]:
+    """Create the topics that do not exist yet (existing ones are left alone) and wait until
+    every partition of every requested topic has a leader. Returns the names it created."""
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+    from kafka.errors import TopicAlreadyExistsError
+
+    wanted = list(topics)
+    count = partitions_from_env() if partitions is None else partitions
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="surveil-topics")
+    try:
+        missing = [t for t in wanted if t not in set(admin.list_topics())]
+        created = []
+        for name in missing:  # one by one: a topic created meanwhile is not an error
+            try:
+                admin.create_topics([NewTopic(name, count, replication)])
+                created.append(name)
+            except TopicAlreadyExistsError:
+                pass
+        _wait_for_leaders(admin, wanted, timeout_s)
+        return created
+    finally:
+        admin.close()
+
+
+def delete_topics(bootstrap: str, topics: Iterable[str]) -> None:
+    """Delete the topics that exist; unknown ones are ignored."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="surveil-topics")
+    try:
+        present = set(admin.list_topics())
+        doomed = [t for t in topics if t in present]
+        if doomed:
+            admin.delete_topics(doomed)
+    finally:
+        admin.close()
+
+
+def _wait_for_leaders(admin: object, topics: list[str], timeout_s: float) -> None:
+    # Creation is asynchronous: a producer that comes right after may otherwise see
+    # UNKNOWN_TOPIC_OR_PARTITION or LEADER_NOT_AVAILABLE.
+    deadline = time.monotonic() + timeout_s
+    while True:
+        described = admin.describe_topics(topics)  # type: ignore[attr-defined]
+        ready = all(
+            d["error_code"] == 0 and d["partitions"] and all(p["leader"] >= 0 for p in d["partitions"])
+            for d in described
+        )
+        if ready:
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topics without leaders after {timeout_s} s: {described}")
+        time.sleep(0.2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m surveil.runtime.topics", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    create = sub.add_parser("create", help="create the missing topics (idempotent)")
+    create.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
+    create.add_argument("--partitions", type=int, default=partitions_from_env())
+    create.add_argument("--replication", type=int, default=1)
+    create.add_argument("topics", nargs="*", help="default: all of ALL_TOPICS")
+    sub.add_parser("list", help="print the topic names, one a line")
+    args = parser.parse_args(argv)
+
+    if args.command == "list":
+        print("\n".join(ALL_TOPICS))
+        return 0
+    created = create_topics(args.bootstrap, args.topics or ALL_TOPICS, args.partitions, args.replication)
+    for name in args.topics or ALL_TOPICS:
+        state = "created" if name in created else "exists"
+        print(f"topic {name}: {state} ({args.partitions} partitions wanted)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
