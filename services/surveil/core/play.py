@@ -187,8 +187,8 @@ def check_play(
     """Every way a dealt round departs from Art. 7, 9 and 11-13; empty when it was played right.
 
     Each decision is judged on what was on the table when it was taken: the Player's draw on
-    the first four cards, the Banker's on those and the Player's actual third card. So one
-    dealing error gives one finding instead of a cascade.
+    the first four cards, the Banker's on those and the Player's actual third card if it was
+    dealt before the Banker's. So one dealing error gives one finding instead of a cascade.
     """
     findings: list[Finding] = []
     if len(player) < 2 or len(banker) < 2:
@@ -207,7 +207,11 @@ def check_play(
         findings.append(order)
     player_two = (player[0].card.points + player[1].card.points) % 10
     banker_two = (banker[0].card.points + banker[1].card.points) % 10
-    player_third = player[2].card if len(player) >= 3 else None
+    # The Banker goes by the Player's third card only if it left the shoe before the Banker's
+    # own third card: one dealt to the Player afterwards was not on the table when it drew.
+    player_third = (
+        player[2].card if len(player) >= 3 and (len(banker) < 3 or player[2].index < banker[2].index) else None
+    )
     expected = player_rule(player_two, banker_two)
     drawn = len(player) - 2
     if drawn != int(expected.draws):
