@@ -76,6 +76,18 @@ def delete_topics(bootstrap: str, topics: Iterable[str]) -> None:
         admin.close()
 
 
+def partition_counts(bootstrap: str, topics: Iterable[str]) -> dict[str, int]:
+    """How many partitions each existing topic has (missing topics are left out)."""
+    from kafka import KafkaAdminClient
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="surveil-topics")
+    try:
+        return {d["name"]: len(d["partitions"]) for d in admin.describe_topics(list(topics))
+                if d["error_code"] == 0}
+    finally:
+        admin.close()
+
+
 def _wait_for_leaders(admin: object, topics: list[str], timeout_s: float) -> None:
     # Creation is asynchronous: a producer that comes right after may otherwise see
     # UNKNOWN_TOPIC_OR_PARTITION or LEADER_NOT_AVAILABLE.
@@ -83,7 +95,8 @@ def _wait_for_leaders(admin: object, topics: list[str], timeout_s: float) -> Non
     while True:
         described = admin.describe_topics(topics)  # type: ignore[attr-defined]
         ready = all(
-            d["error_code"] == 0 and d["partitions"] and all(p["leader"] >= 0 for p in d["partitions"])
+            d["error_code"] == 0 and d["partitions"]
+            and all(p["leader_id"] >= 0 for p in d["partitions"])
             for d in described
         )
         if ready:
@@ -108,11 +121,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "list":
         print("\n".join(ALL_TOPICS))
         return 0
-    created = create_topics(args.bootstrap, args.topics or ALL_TOPICS, args.partitions, args.replication)
-    for name in args.topics or ALL_TOPICS:
+    names = args.topics or ALL_TOPICS
+    created = create_topics(args.bootstrap, names, args.partitions, args.replication)
+    counts = partition_counts(args.bootstrap, names)
+    mismatched = False
+    for name in names:
         state = "created" if name in created else "exists"
-        print(f"topic {name}: {state} ({args.partitions} partitions wanted)")
-    return 0
+        note = ""
+        if counts[name] != args.partitions:  # created earlier with another PARTITIONS
+            note, mismatched = f" (WARNING: {args.partitions} wanted)", True
+        print(f"{name}: {state}, {counts[name]} partitions{note}")
+    return 1 if mismatched else 0
 
 
 if __name__ == "__main__":
