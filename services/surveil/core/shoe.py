@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections import Counter
-from dataclasses import dataclass
+
+import msgspec
 
 from .cards import DECK, Card
 
@@ -31,23 +31,23 @@ def shuffled_shoe(decks: int, rng: random.Random) -> list[Card]:
     return cards
 
 
-@dataclass(slots=True)
-class ShoeComposition:
-    """How many of each card a shoe still holds, and which cards came out more often than it held.
+class ShoeComposition(msgspec.Struct):
+    """How many of each card came out of a shoe, and whether more came out than it held (Art. 1).
+
+    A plain struct of card codes and counts, so a watch over a live table can store it.
 
     >>> shoe = ShoeComposition(decks=6)
-    >>> shoe.remaining(Card.parse("AS"))
+    >>> shoe.remaining("AS")
     6
-    >>> [shoe.take(Card.parse("AS")) for _ in range(7)][-1]  # the seventh ace of spades is foreign
+    >>> [shoe.take("AS") for _ in range(7)][-1]  # the seventh ace of spades is foreign
     False
     """
 
     decks: int
-    seen: Counter[Card]
+    seen: dict[str, int] = {}
 
-    def __init__(self, decks: int) -> None:
-        self.decks = check_decks(decks)
-        self.seen = Counter()
+    def __post_init__(self) -> None:
+        check_decks(self.decks)
 
     @property
     def size(self) -> int:
@@ -55,13 +55,19 @@ class ShoeComposition:
 
     @property
     def cards_out(self) -> int:
-        return self.seen.total()
+        return sum(self.seen.values())
 
-    def remaining(self, card: Card) -> int:
+    def copies_seen(self, card: Card | str) -> int:
+        return self.seen.get(card if isinstance(card, str) else card.code, 0)
+
+    def remaining(self, card: Card | str) -> int:
         """Copies of ``card`` still in the shoe (never negative)."""
-        return max(self.decks - self.seen[card], 0)
+        return max(self.decks - self.copies_seen(card), 0)
 
-    def take(self, card: Card) -> bool:
-        """Record ``card`` leaving the shoe; False when the shoe never held that many copies."""
-        self.seen[card] += 1
-        return self.seen[card] <= self.decks
+    def take(self, card: Card | str) -> bool:
+        """Record ``card`` (a card or its contract code) leaving the shoe; False when the shoe
+        never held that many copies."""
+        code = card if isinstance(card, str) else card.code
+        count = self.seen.get(code, 0) + 1
+        self.seen[code] = count
+        return count <= self.decks

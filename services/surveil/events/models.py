@@ -22,6 +22,7 @@ Index = Annotated[int, msgspec.Meta(ge=1, description="1-based position out of t
 Id = Annotated[str, msgspec.Meta(min_length=1)]
 Decks = Annotated[int, msgspec.Meta(ge=6, le=12)]
 Seat = Annotated[str, msgspec.Meta(pattern=r"^([1-7]|standing)$")]
+Total = Annotated[int, msgspec.Meta(ge=0, le=9)]
 UtcTime = Annotated[datetime, msgspec.Meta(tz=True, description="RFC 3339, UTC")]
 
 
@@ -107,9 +108,6 @@ class HandCard(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     card: CardCode
 
 
-Total = Annotated[int, msgspec.Meta(ge=0, le=9)]
-
-
 class RoundCompletedData(Data, frozen=True, kw_only=True):
     shoe_id: Id
     round_id: Id
@@ -167,6 +165,78 @@ class AlertRaisedData(Data, frozen=True, kw_only=True, omit_defaults=True):
     evidence: dict[str, Any] = {}
 
 
+# ---- baccarat.inputs: what the table's dealer console and sensors report (docs/table-inputs.md) --
+
+
+class RoundOpenInput(Data, frozen=True, kw_only=True):
+    """The dealer opens a round for bets (a demonstration round when ``demo``)."""
+
+    shoe_id: Id
+    dealer_id: Id
+    profile: Id
+    demo: bool
+    min_bet: Amount
+    max_bet: Amount
+    currency: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$")]
+
+
+class BetPlaceInput(Data, frozen=True, kw_only=True):
+    """A bet sensor saw a new stake on a spot."""
+
+    bet_id: Id
+    patron_id: Id
+    seat: Seat
+    spot: Spot
+    amount: Amount
+
+
+class BetChangeInput(Data, frozen=True, kw_only=True):
+    bet_id: Id
+    spot: Spot
+    amount: Amount
+
+
+class BetWithdrawInput(Data, frozen=True, kw_only=True):
+    bet_id: Id
+
+
+class BetsCloseInput(Data, frozen=True, kw_only=True):
+    pass
+
+
+class CardsBurnInput(Data, frozen=True, kw_only=True):
+    """The dealer discarded these cards (by shoe index) instead of dealing them."""
+
+    indices: list[Index]
+
+
+class CardPlaceInput(Data, frozen=True, kw_only=True):
+    """The dealer placed the card that left the shoe at ``index`` in a hand box. Where the box
+    recognises cards, ``card`` is what it saw; otherwise null and the shoe's read is used."""
+
+    hand: Literal["player", "banker"]
+    index: Index
+    card: CardCode | None = None
+
+
+class SqueezeInput(Data, frozen=True, kw_only=True):
+    patron_id: Id
+
+
+class ResultInput(Data, frozen=True, kw_only=True):
+    """The result the table announces when the dealer closes the round."""
+
+    player_total: Total
+    banker_total: Total
+    outcome: Outcome
+    player_pair: bool
+    banker_pair: bool
+
+
+class RoundVoidInput(Data, frozen=True, kw_only=True):
+    reason: str
+
+
 # ---- the envelope -------------------------------------------------------------------------
 
 
@@ -188,6 +258,7 @@ TABLE_TOPIC = "baccarat.table"
 SETTLEMENT_TOPIC = "baccarat.settlement"
 ALERTS_TOPIC = "baccarat.alerts"
 DEADLETTER_TOPIC = "baccarat.deadletter"
+INPUTS_TOPIC = "baccarat.inputs"
 
 class ShoeStarted(Event, frozen=True, kw_only=True, tag="baccarat.shoe.started"):
     topic = SHOE_TOPIC
@@ -262,3 +333,53 @@ class RoundSettled(Event, frozen=True, kw_only=True, tag="baccarat.round.settled
 class AlertRaised(Event, frozen=True, kw_only=True, tag="baccarat.alert.raised"):
     topic = ALERTS_TOPIC
     data: AlertRaisedData
+
+
+class RoundOpen(Event, frozen=True, kw_only=True, tag="baccarat.input.round.open"):
+    topic = INPUTS_TOPIC
+    data: RoundOpenInput
+
+
+class BetPlace(Event, frozen=True, kw_only=True, tag="baccarat.input.bet.place"):
+    topic = INPUTS_TOPIC
+    data: BetPlaceInput
+
+
+class BetChange(Event, frozen=True, kw_only=True, tag="baccarat.input.bet.change"):
+    topic = INPUTS_TOPIC
+    data: BetChangeInput
+
+
+class BetWithdraw(Event, frozen=True, kw_only=True, tag="baccarat.input.bet.withdraw"):
+    topic = INPUTS_TOPIC
+    data: BetWithdrawInput
+
+
+class BetsClose(Event, frozen=True, kw_only=True, tag="baccarat.input.bets.close"):
+    topic = INPUTS_TOPIC
+    data: BetsCloseInput
+
+
+class CardsBurn(Event, frozen=True, kw_only=True, tag="baccarat.input.cards.burn"):
+    topic = INPUTS_TOPIC
+    data: CardsBurnInput
+
+
+class CardPlace(Event, frozen=True, kw_only=True, tag="baccarat.input.card.place"):
+    topic = INPUTS_TOPIC
+    data: CardPlaceInput
+
+
+class Squeeze(Event, frozen=True, kw_only=True, tag="baccarat.input.squeeze"):
+    topic = INPUTS_TOPIC
+    data: SqueezeInput
+
+
+class Result(Event, frozen=True, kw_only=True, tag="baccarat.input.result"):
+    topic = INPUTS_TOPIC
+    data: ResultInput
+
+
+class RoundVoid(Event, frozen=True, kw_only=True, tag="baccarat.input.round.void"):
+    topic = INPUTS_TOPIC
+    data: RoundVoidInput

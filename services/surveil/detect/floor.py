@@ -1,0 +1,119 @@
+"""The whole floor under watch: a ``TableWatch`` per table, and the patterns that cross tables
+(patrons and dealers move between tables). Pure: events in, alert events out.
+
+``Floor.feed`` takes any event of the shoe, table and settlement streams; ``flush`` says the input
+ended. Both return ``baccarat.alert.raised`` events, never the same alert id twice.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+
+from ..core.findings import AlertCode, Finding
+from ..events.models import AlertRaised, Event
+from . import patterns
+from .alerts import Context, raise_alert
+from .table import DealerRound, Fact, PatronBet, Raised, TableState, TableWatch
+
+
+class Floor:
+    def __init__(self, profile_override: str | None = None) -> None:
+        self.profile_override = profile_override
+        self.tables: dict[str, TableWatch] = {}
+        self.patrons: dict[str, patterns.Cusum] = {}
+        self.dealers: dict[str, patterns.Cusum] = {}
+        self.raised_ids: set[str] = set()
+        self.findings_by_rule: Counter[str] = Counter()
+
+    @property
+    def rounds_checked(self) -> int:
+        return sum(watch.rounds_checked for watch in self.tables.values())
+
+    def watch(self, table_id: str) -> TableWatch:
+        watch = self.tables.get(table_id)
+        if watch is None:
+            watch = self.tables[table_id] = TableWatch(TableState(table_id), self.profile_override)
+        return watch
+
+    def feed(self, event: Event) -> list[AlertRaised]:
+        raised, facts = self.watch(event.subject).feed(event)
+        return self._alerts(raised, facts)
+
+    def flush(self) -> list[AlertRaised]:
+        alerts = []
+        for watch in self.tables.values():
+            alerts += self._alerts(*watch.flush())
+        return alerts
+
+    def _alerts(self, raised: Iterable[Raised], facts: Iterable[Fact]) -> list[AlertRaised]:
+        everything = list(raised)
+        for fact in facts:
+            everything += self._pattern(fact)
+        alerts = []
+        for item in everything:
+            alert = raise_alert(item.finding, item.context, item.time)
+            if alert.data.alert_id in self.raised_ids:
+                continue
+            self.raised_ids.add(alert.data.alert_id)
+            self.findings_by_rule[alert.data.rule] += 1
+            alerts.append(alert)
+        return alerts
+
+    def _pattern(self, fact: Fact) -> list[Raised]:
+        if isinstance(fact, PatronBet):
+            return self._patron(fact)
+        return self._dealer(fact)
+
+    def _patron(self, fact: PatronBet) -> list[Raised]:
+        chart = self.patrons.setdefault(fact.patron_id, patterns.Cusum())
+        if not chart.update(fact.won, *patterns.PATRON_STEPS, patterns.PATRON_THRESHOLD):
+            return []
+        rate = chart.hits / chart.trials
+        finding = Finding(
+            AlertCode.PATRON_WIN_RATE,
+            "Art. 11-12",
+            f"Patron {fact.patron_id} has won {chart.hits} of {chart.trials} decided Player/Banker bets "
+            f"({rate:.0%}); a fair game gives about 50%.",
+            {
+                "wins": chart.hits,
+                "decided_bets": chart.trials,
+                "win_rate": round(rate, 4),
+                "in_control_rate": patterns.PATRON_P0,
+                "last_bet": fact.bet_id,
+                "stake": fact.amount,
+            },
+        )
+        context = Context(
+            fact.table_id,
+            f"patron:{fact.patron_id}:{chart.signalled}",
+            round_id=fact.round_id,
+            patron_id=fact.patron_id,
+            floor_wide=True,
+        )
+        return [Raised(finding, context, fact.time)]
+
+    def _dealer(self, fact: DealerRound) -> list[Raised]:
+        chart = self.dealers.setdefault(fact.dealer_id, patterns.Cusum())
+        if not chart.update(bool(fact.errors), *patterns.DEALER_STEPS, patterns.DEALER_THRESHOLD):
+            return []
+        finding = Finding(
+            AlertCode.DEALER_ERROR_RATE,
+            "Art. 10",
+            f"Dealer {fact.dealer_id} has made dealing errors in {chart.hits} of {chart.trials} rounds, "
+            f"far above the usual one in {round(1 / patterns.DEALER_P0)}.",
+            {
+                "rounds_with_errors": chart.hits,
+                "rounds": chart.trials,
+                "in_control_rate": patterns.DEALER_P0,
+                "last_errors": list(fact.errors),
+            },
+        )
+        context = Context(
+            fact.table_id,
+            f"dealer:{fact.dealer_id}:{chart.signalled}",
+            round_id=fact.round_id,
+            dealer_id=fact.dealer_id,
+            floor_wide=True,
+        )
+        return [Raised(finding, context, fact.time)]

@@ -1,0 +1,39 @@
+"""Configuration from environment variables, with defaults that work against `ops/stack.sh up`."""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+
+# Each service's /metrics port when METRICS_PORT is not set (ops/prometheus scrapes these).
+DEFAULT_METRICS_PORTS = {
+    "shoe-reader": 9101,
+    "table-controller": 9102,
+    "settlement": 9103,
+    "anomaly-detection": 9104,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    service: str
+    kafka_bootstrap: str
+    redis_url: str
+    metrics_port: int
+    instance_id: str
+    log_level: str
+    partitions: int
+
+    @classmethod
+    def from_env(cls, service: str) -> Settings:
+        env = os.environ
+        return cls(
+            service=service,
+            kafka_bootstrap=env.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
+            redis_url=env.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+            metrics_port=int(env.get("METRICS_PORT", DEFAULT_METRICS_PORTS.get(service, 9100))),
+            instance_id=env.get("INSTANCE_ID", socket.gethostname()),
+            log_level=env.get("LOG_LEVEL", "INFO"),
+            partitions=int(env.get("PARTITIONS", "6")),
+        )

@@ -1,0 +1,52 @@
+"""The dead-letter record: the rejected bytes, where they came from and why (DESIGN.md)."""
+
+from __future__ import annotations
+
+import base64
+from datetime import datetime, timezone
+
+import msgspec
+
+
+class DeadLetter(msgspec.Struct, frozen=True, kw_only=True):
+    service: str  # who rejected it
+    origin: str  # a topic, or a device such as "tcp://10.0.0.7:40112"
+    topic: str | None = None
+    partition: int | None = None
+    offset: int | None = None
+    key: str | None = None
+    reason: str
+    payload_b64: str
+    time: datetime
+
+    @property
+    def payload(self) -> bytes:
+        return base64.b64decode(self.payload_b64)
+
+
+def dead_letter(
+    service: str,
+    payload: bytes,
+    reason: str,
+    *,
+    origin: str,
+    topic: str | None = None,
+    partition: int | None = None,
+    offset: int | None = None,
+    key: str | None = None,
+) -> DeadLetter:
+    return DeadLetter(
+        service=service,
+        origin=origin,
+        topic=topic,
+        partition=partition,
+        offset=offset,
+        key=key,
+        reason=reason,
+        payload_b64=base64.b64encode(payload).decode(),
+        time=datetime.now(timezone.utc),
+    )
+
+
+encode = msgspec.json.Encoder().encode
+decode = msgspec.json.Decoder(DeadLetter).decode

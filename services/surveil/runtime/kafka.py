@@ -1,0 +1,225 @@
+"""Processors on Apache Kafka (kafka-python), exactly once from input offset to ledger and outputs.
+
+Per batch of polled records:
+
+1. decode each record (undecodable or invalid: a dead letter) and let the processor turn it into
+   output events (``Rejected``: a dead letter);
+2. commit the processor's state to Redis in one MULTI/EXEC, together with the last offset applied
+   per input partition and the batch's outputs per partition (the outbox);
+3. publish the outputs and the consumed offsets in one Kafka transaction.
+
+A crash before 2 loses nothing: the batch is read again. A crash between 2 and 3 leaves Redis one
+batch ahead of Kafka; when the partition is next assigned, the runner sees it, publishes the
+outbox in a transaction with the offsets, and resumes after it. Either way every input changes the
+state once and every output is published once. Consumers read with ``read_committed``.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import msgspec
+import structlog
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.structs import OffsetAndMetadata
+
+from ..events import codec
+from ..events.models import DEADLETTER_TOPIC, Event
+from . import deadletter, metrics
+from .config import Settings
+from .processor import Processor, Rejected
+from .state import Backend, State
+
+Output = tuple[str, bytes, bytes]  # topic, key, value
+_outbox_encoder = msgspec.msgpack.Encoder()
+_outbox_decoder = msgspec.msgpack.Decoder(list[tuple[str, bytes, bytes]])
+
+
+def producer_config(settings: Settings) -> dict[str, Any]:
+    """Durable publishing: every in-sync replica acknowledges, retries never duplicate."""
+    return {
+        "bootstrap_servers": settings.kafka_bootstrap,
+        "acks": "all",
+        "enable_idempotence": True,
+        "linger_ms": 5,
+        "retries": 2**31 - 1,
+        "delivery_timeout_ms": 120_000,
+        "client_id": f"{settings.service}-{settings.instance_id}",
+    }
+
+
+class Publisher:
+    """Publishes events keyed by table id (each table's events stay in order on one partition)."""
+
+    def __init__(self, settings: Settings, **overrides: Any) -> None:
+        self.service = settings.service
+        self.producer = KafkaProducer(**(producer_config(settings) | overrides))
+
+    def publish(self, event: Event) -> None:
+        self.producer.send(event.topic, key=event.subject.encode(), value=codec.encode(event))
+        metrics.EVENTS_PRODUCED.labels(self.service, event.topic).inc()
+
+    def publish_raw(self, topic: str, key: bytes, value: bytes) -> None:
+        self.producer.send(topic, key=key, value=value)
+        metrics.EVENTS_PRODUCED.labels(self.service, topic).inc()
+
+    def flush(self) -> None:
+        self.producer.flush()
+
+    def close(self) -> None:
+        self.producer.close()
+
+
+def _source(tp: TopicPartition) -> str:
+    return f"{tp.topic}:{tp.partition}"
+
+
+class KafkaRunner:
+    """Runs one processor as a member of its consumer group until ``stop`` is set (or SIGTERM)."""
+
+    def __init__(self, processor: Processor, settings: Settings, backend: Backend, **consumer_overrides: Any) -> None:
+        self.processor = processor
+        self.settings = settings
+        self.backend = backend
+        self.state = State(backend, processor.name)
+        self.log = structlog.get_logger().bind(service=processor.name)
+        self.stop = threading.Event()
+        self.consumer = KafkaConsumer(
+            bootstrap_servers=settings.kafka_bootstrap,
+            group_id=processor.name,
+            client_id=f"{processor.name}-{settings.instance_id}",
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            max_poll_records=500,
+            **consumer_overrides,
+        )
+        self.producer = KafkaProducer(
+            **producer_config(settings), transactional_id=f"{processor.name}-{settings.instance_id}"
+        )
+        self.producer.init_transactions()
+
+    # ---- lifecycle --------------------------------------------------------------------------
+
+    def stop_on_signals(self) -> None:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, lambda *_: self.stop.set())
+
+    def run(self) -> None:
+        self.consumer.subscribe(list(self.processor.consumes), listener=_Recovery(self))
+        self.log.info("started", topics=list(self.processor.consumes), bootstrap=self.settings.kafka_bootstrap)
+        try:
+            while not self.stop.is_set():
+                records = self.consumer.poll(timeout_ms=200)
+                if records:
+                    self._process(records)
+        finally:
+            self.consumer.close()
+            self.producer.close()
+            self.log.info("stopped")
+
+    # ---- one batch --------------------------------------------------------------------------
+
+    def _process(self, batch: dict[TopicPartition, list[Any]]) -> None:
+        started = time.perf_counter()
+        outbox: dict[str, list[Output]] = {}
+        offsets: dict[TopicPartition, int] = {}
+        for tp, records in batch.items():
+            outputs = outbox.setdefault(_source(tp), [])
+            for record in records:
+                outputs.extend(self._handle(tp, record))
+                offsets[tp] = record.offset
+            metrics.EVENTS_CONSUMED.labels(self.processor.name, tp.topic).inc(len(records))
+        self.state.commit(
+            progress={_source(tp): offset for tp, offset in offsets.items()},
+            outbox={source: _outbox_encoder.encode(outputs) for source, outputs in outbox.items()},
+        )
+        self._publish([o for outputs in outbox.values() for o in outputs], offsets)
+        metrics.BATCH_SECONDS.labels(self.processor.name).observe(time.perf_counter() - started)
+
+    def _handle(self, tp: TopicPartition, record: Any) -> list[Output]:
+        try:
+            event = codec.decode(record.value)
+            return [(e.topic, e.subject.encode(), codec.encode(e)) for e in self.processor.process(event, self.state)]
+        except (codec.InvalidEventError, Rejected) as error:
+            reason = str(error)
+        except Exception as error:  # a bug must not stop the table's other events
+            self.log.exception("processing failed", topic=tp.topic, partition=tp.partition, offset=record.offset)
+            reason = f"internal error: {type(error).__name__}: {error}"
+        metrics.DEAD_LETTERS.labels(self.processor.name, tp.topic).inc()
+        letter = deadletter.dead_letter(
+            self.processor.name,
+            record.value or b"",
+            reason,
+            origin=tp.topic,
+            topic=tp.topic,
+            partition=tp.partition,
+            offset=record.offset,
+            key=record.key.decode(errors="replace") if record.key else None,
+        )
+        return [(DEADLETTER_TOPIC, record.key or b"", deadletter.encode(letter))]
+
+    def _publish(self, outputs: Sequence[Output], offsets: dict[TopicPartition, int]) -> None:
+        """Publish ``outputs`` and commit ``offsets`` (last applied) in one transaction; retry
+        until the broker takes it: the state is already in Redis, so giving up would lose events."""
+        delay = 0.5
+        while True:
+            try:
+                self.producer.begin_transaction()
+                for topic, key, value in outputs:
+                    self.producer.send(topic, key=key, value=value)
+                self.producer.send_offsets_to_transaction(
+                    {tp: OffsetAndMetadata(offset + 1, "", -1) for tp, offset in offsets.items()},
+                    self.consumer.group_metadata(),
+                )
+                self.producer.commit_transaction()
+                break
+            except Exception as error:
+                self.log.warning("transaction failed; retrying", error=str(error), delay=delay)
+                self._abort()
+                if self.stop.wait(delay):
+                    raise
+                delay = min(delay * 2, 10.0)
+        for topic, _, _ in outputs:
+            metrics.EVENTS_PRODUCED.labels(self.processor.name, topic).inc()
+
+    def _abort(self) -> None:
+        try:
+            self.producer.abort_transaction()
+        except Exception as error:  # nothing to abort, or the producer must be rebuilt
+            self.log.warning("abort failed", error=str(error))
+
+    # ---- recovery ---------------------------------------------------------------------------
+
+    def recover(self, assigned: Iterable[TopicPartition]) -> None:
+        """Resume each newly assigned partition after the last batch applied to Redis, first
+        publishing that batch's outbox if its Kafka transaction never committed."""
+        self.state.discard()
+        progress = self.backend.progress(self.processor.name)
+        for tp in assigned:
+            applied = progress.get(_source(tp))
+            if applied is None:
+                continue
+            committed = self.consumer.committed(tp)
+            if committed is None or committed <= applied:
+                raw = self.backend.outbox(self.processor.name, _source(tp))
+                outputs = _outbox_decoder.decode(raw) if raw else []
+                self.log.info("publishing outbox of an unfinished batch", partition=_source(tp), events=len(outputs))
+                self._publish(outputs, {tp: applied})
+            self.consumer.seek(tp, applied + 1)
+
+
+class _Recovery(ConsumerRebalanceListener):
+    def __init__(self, runner: KafkaRunner) -> None:
+        self.runner = runner
+
+    def on_partitions_revoked(self, revoked: Any) -> None:
+        self.runner.state.discard()
+
+    def on_partitions_assigned(self, assigned: Any) -> None:
+        self.runner.recover(assigned)
