@@ -33,7 +33,7 @@ def decode(raw: bytes | str) -> Event:
     >>> decode(b'{"type": "baccarat.bets.closed"}')
     Traceback (most recent call last):
     ...
-    surveil.events.codec.InvalidEventError: Object missing required field `id`
+    surveil.events.codec.InvalidEventError: Object missing required field `specversion`
     """
     try:
         event: Event = _decoder.decode(raw)
