@@ -65,6 +65,26 @@ class Settlement:
         return amount if self.result is BetResult.PUSH else 0
 
 
+@dataclass(frozen=True, slots=True)
+class RoundTotals:
+    """A round's money: stakes decided this round (carried bets are still in play), what went back
+    across the table, commission, and the house's result (the patrons' net, negated)."""
+
+    staked: int = 0
+    paid_out: int = 0
+    commission: int = 0
+    house_net: int = 0
+
+    def add(self, amount: int, settlement: Settlement) -> RoundTotals:
+        decided = settlement.result is not BetResult.CARRIED
+        return RoundTotals(
+            self.staked + (amount if decided else 0),
+            self.paid_out + settlement.paid_out(amount),
+            self.commission + settlement.commission,
+            self.house_net - settlement.net,
+        )
+
+
 VOID = Settlement(BetResult.PUSH, 0, 0)  # Art. 10: a voided round returns every stake
 CARRY = Settlement(BetResult.CARRIED, 0, 0)  # Art. 12
 

@@ -67,7 +67,7 @@ class Round(msgspec.Struct):
     checked: bool = False  # the cards were checked against the shoe and the rules
     demo_bets_flagged: bool = False
     settled: dict[str, int] = {}  # bet id -> bet.settled events seen
-    settled_totals: list[int] = msgspec.field(default_factory=lambda: [0, 0, 0, 0])  # staked, paid_out, commission, house_net from bet.settled
+    settled_totals: list[int] = msgspec.field(default_factory=lambda: [0, 0, 0, 0])  # as RoundTotals  # staked, paid_out, commission, house_net from bet.settled
     round_settled: bool = False
     waiting_settlements: list[SettlementData] = []
 
@@ -706,9 +706,8 @@ class TableWatch:
                 time,
             )
             return
-        paid = money.Settlement(d.result, d.net, d.commission).paid_out(d.amount)
-        for i, value in enumerate((d.amount if d.result is not BetResult.CARRIED else 0, paid, d.commission, -d.net)):
-            rnd.settled_totals[i] += value
+        totals = money.RoundTotals(*rnd.settled_totals).add(d.amount, money.Settlement(d.result, d.net, d.commission))
+        rnd.settled_totals = [totals.staked, totals.paid_out, totals.commission, totals.house_net]
         if bet is None or bet.withdrawn:
             self._raise(
                 Finding(

@@ -1,0 +1,27 @@
+"""``surveil``: the command line of the surveillance system."""
+
+from __future__ import annotations
+
+import importlib
+
+import click
+
+# Each service's entry point; `surveil serve NAME` runs one.
+SERVICES = {
+    "shoe-reader": "surveil.shoe_reader.service",
+    "table-controller": "surveil.table_controller.service",
+    "settlement": "surveil.settlement.service",
+    "anomaly-detection": "surveil.anomaly_detection.service",
+}
+
+
+@click.group()
+def main() -> None:
+    """Surveillance of Macau baccarat tables: every round replayed against the rules."""
+
+
+@main.command()
+@click.argument("service", type=click.Choice(sorted(SERVICES)))
+def serve(service: str) -> None:
+    """Run one service against Kafka and Redis (configured by environment variables)."""
+    importlib.import_module(SERVICES[service]).main()
