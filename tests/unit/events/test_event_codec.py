@@ -1,0 +1,141 @@
+"""The event contract v1: every type round-trips through ``encode``/``decode``; invalid input raises
+``InvalidEventError`` naming the field at fault."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from surveil.events import models
+from surveil.events.codec import EVENT_TYPES, TOPICS, InvalidEventError, decode, encode, make
+from event_samples import DATA, TABLE, event
+
+TYPES = sorted(EVENT_TYPES)
+
+
+def raw(obj: dict[str, Any]) -> bytes:
+    return json.dumps(obj).encode()
+
+
+def test_every_event_type_has_a_sample() -> None:
+    assert set(DATA) == set(EVENT_TYPES)
+
+
+def test_design_md_event_types_are_all_in_the_contract() -> None:
+    design = {
+        "baccarat.shoe.started", "baccarat.card.read", "baccarat.cut_card.reached", "baccarat.shoe.ended",
+        "baccarat.round.opened", "baccarat.bet.placed", "baccarat.bet.changed", "baccarat.bet.withdrawn",
+        "baccarat.bets.closed", "baccarat.cards.burned", "baccarat.round.completed", "baccarat.round.voided",
+        "baccarat.bet.settled", "baccarat.round.settled", "baccarat.alert.raised",
+    }  # fmt: skip
+    assert design <= set(EVENT_TYPES)
+    assert {"baccarat.shoe", "baccarat.table", "baccarat.settlement", "baccarat.alerts"} <= set(TOPICS)
+
+
+@pytest.mark.parametrize("type_name", TYPES)
+def test_every_event_type_round_trips(type_name: str) -> None:
+    sample = event(type_name)
+    decoded = decode(raw(sample))
+    assert type(decoded) is EVENT_TYPES[type_name]
+    assert type(decoded).topic in TOPICS
+    assert json.loads(encode(decoded)) == sample  # nothing lost, nothing added
+    assert decode(encode(decoded)) == decoded
+    assert decode(json.dumps(sample)) == decoded  # str input too
+
+
+@pytest.mark.parametrize("type_name", TYPES)
+def test_make_fills_the_cloudevents_envelope(type_name: str) -> None:
+    decoded = decode(raw(event(type_name)))
+    made = make(
+        EVENT_TYPES[type_name],
+        decoded.data,  # type: ignore[attr-defined]
+        id=decoded.id,
+        source=decoded.source,
+        time=datetime(2026, 11, 29, 11, 0, tzinfo=UTC),
+    )
+    assert made == decoded
+    assert made.subject == TABLE  # the table id
+
+
+def test_the_envelope_may_carry_cloudevents_extensions() -> None:
+    sample = {**event("baccarat.bets.closed"), "traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
+    assert isinstance(decode(raw(sample)), models.BetsClosed)
+
+
+def change(path: str, value: Any) -> Callable[[dict[str, Any]], None]:
+    """Set ``value`` at a dotted path (``data.player.1.index``); ``...`` deletes it."""
+
+    def apply(obj: dict[str, Any]) -> None:
+        *parents, last = path.split(".")
+        target: Any = obj
+        for key in parents:
+            target = target[int(key)] if isinstance(target, list) else target[key]
+        if value is ...:
+            del target[last]
+        else:
+            target[int(last) if isinstance(target, list) else last] = value
+
+    return apply
+
+
+# (event type, mutation, what the message must contain)
+INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
+    ("baccarat.bet.placed", change("data.amount", -1), "`$.data.amount`"),
+    ("baccarat.bet.placed", change("data.amount", 100.5), "`$.data.amount`"),  # money is integer
+    ("baccarat.bet.placed", change("data.amount", "100"), "`$.data.amount`"),
+    ("baccarat.bet.placed", change("data.seat", "8"), "`$.data.seat`"),
+    ("baccarat.bet.placed", change("data.spot", "banco"), "`$.data.spot`"),
+    ("baccarat.bet.placed", change("data.bet_id", ...), "missing required field `bet_id` - at `$.data`"),
+    ("baccarat.bet.placed", change("data.bet_id", ""), "`$.data.bet_id`"),
+    ("baccarat.bet.placed", change("data.odds", 2), "unknown field `odds` - at `$.data`"),
+    ("baccarat.card.read", change("data.card", "1H"), "`$.data.card`"),
+    ("baccarat.card.read", change("data.card", "as"), "`$.data.card`"),
+    ("baccarat.card.read", change("data.index", 0), "`$.data.index`"),
+    ("baccarat.shoe.started", change("data.decks", 5), "`$.data.decks`"),
+    ("baccarat.shoe.started", change("data.decks", 13), "`$.data.decks`"),
+    ("baccarat.shoe.started", change("data.automatic", "no"), "`$.data.automatic`"),
+    ("baccarat.round.opened", change("data.currency", "hkd"), "`$.data.currency`"),
+    ("baccarat.round.opened", change("data.round_no", 0), "`$.data.round_no`"),
+    ("baccarat.round.completed", change("data.player.1.index", 0), "`$.data.player[1].index`"),
+    ("baccarat.round.completed", change("data.banker.2.card", "ZZ"), "`$.data.banker[2].card`"),
+    ("baccarat.round.completed", change("data.banker.0.face", "up"), "unknown field `face` - at `$.data.banker[0]`"),
+    ("baccarat.round.completed", change("data.player_total", 10), "`$.data.player_total`"),
+    ("baccarat.round.completed", change("data.outcome", "draw"), "`$.data.outcome`"),
+    ("baccarat.bet.settled", change("data.result", "won"), "`$.data.result`"),
+    ("baccarat.bet.settled", change("data.commission", -5), "`$.data.commission`"),
+    ("baccarat.alert.raised", change("data.severity", "fatal"), "`$.data.severity`"),
+    ("baccarat.bets.closed", change("specversion", "0.3"), "`$.specversion`"),
+    ("baccarat.bets.closed", change("id", ""), "`$.id`"),
+    ("baccarat.bets.closed", change("source", ...), "missing required field `source`"),
+    ("baccarat.bets.closed", change("datacontenttype", "text/plain"), "`$.datacontenttype`"),
+    ("baccarat.bets.closed", change("time", "2026-11-29T11:00:00"), "`$.time`"),  # no time zone
+    ("baccarat.bets.closed", change("time", "yesterday"), "`$.time`"),
+    ("baccarat.bets.closed", change("type", "baccarat.bets.opened"), "`$.type`"),
+    ("baccarat.bets.closed", change("data", ...), "missing required field `data`"),
+    ("baccarat.bets.closed", change("data.table_id", ...), "missing required field `table_id` - at `$.data`"),
+]
+
+
+@pytest.mark.parametrize(("type_name", "mutate", "message"), INVALID, ids=[m for _, _, m in INVALID])
+def test_invalid_events_raise_invalid_event_error_naming_the_field(
+    type_name: str, mutate: Callable[[dict[str, Any]], None], message: str
+) -> None:
+    broken = event(type_name)
+    mutate(broken)
+    with pytest.raises(InvalidEventError) as error:
+        decode(raw(broken))
+    assert message in str(error.value)
+
+
+@pytest.mark.parametrize("payload", [b"", b"not json", b"[]", b"{", b'{"type": 7}', b"null"])
+def test_bytes_that_are_not_an_event_raise_invalid_event_error(payload: bytes) -> None:
+    with pytest.raises(InvalidEventError):
+        decode(payload)
+
+
+def test_invalid_event_error_is_a_value_error() -> None:
+    assert issubclass(InvalidEventError, ValueError)
