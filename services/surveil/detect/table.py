@@ -48,7 +48,7 @@ class Bet(msgspec.Struct):
     withdrawn: bool = False
 
 
-SettlementData = Union[m.BetSettledData, m.RoundSettledData]
+SettlementEvent = Union[m.BetSettled, m.RoundSettled]
 
 
 class Round(msgspec.Struct):
@@ -66,10 +66,11 @@ class Round(msgspec.Struct):
     voided: bool = False
     checked: bool = False  # the cards were checked against the shoe and the rules
     demo_bets_flagged: bool = False
-    settled: dict[str, int] = {}  # bet id -> bet.settled events seen
+    settled: dict[str, str] = {}  # bet id -> id of the bet.settled event that settled it
     settled_totals: list[int] = msgspec.field(default_factory=lambda: [0, 0, 0, 0])  # as RoundTotals  # staked, paid_out, commission, house_net from bet.settled
+    settled_once: list[str] = []  # bets whose first settlement was checked
     round_settled: bool = False
-    waiting_settlements: list[SettlementData] = []
+    waiting_settlements: list[SettlementEvent] = []
 
     @property
     def ended(self) -> bool:
@@ -117,7 +118,7 @@ class TableState(msgspec.Struct):
     round_order: list[str] = []
     current_round: str | None = None
     settlement_seen: bool = False
-    orphan_settlements: list[SettlementData] = []  # for rounds the table stream has not opened (yet)
+    orphan_settlements: list[SettlementEvent] = []  # for rounds the table stream has not opened (yet)
     earlier_fingerprints: list[list[int]] = []  # winnowed runs of earlier shoes, newest last
     shoe_outcome_history: list[list[int]] = []  # Banker/Player/Tie counts of earlier shoes
     drift_tests: int = 0
@@ -203,7 +204,8 @@ class TableWatch:
                 shoe = self.state.shoes[shoe_id]
                 if shoe.ended:
                     self._finalize_shoe(shoe, time)
-            for orphan in self.state.orphan_settlements:
+            for event in self.state.orphan_settlements:
+                orphan = event.data
                 what = f"bet {orphan.bet_id}" if isinstance(orphan, m.BetSettledData) else "the round"
                 self._raise(
                     Finding(
@@ -338,8 +340,8 @@ class TableWatch:
         self.state.rounds[d.round_id] = rnd
         self.state.round_order.append(d.round_id)
         if self.state.orphan_settlements:
-            rnd.waiting_settlements = [o for o in self.state.orphan_settlements if o.round_id == d.round_id]
-            self.state.orphan_settlements = [o for o in self.state.orphan_settlements if o.round_id != d.round_id]
+            rnd.waiting_settlements = [o for o in self.state.orphan_settlements if o.data.round_id == d.round_id]
+            self.state.orphan_settlements = [o for o in self.state.orphan_settlements if o.data.round_id != d.round_id]
         self.state.current_round = d.round_id
         if self.state.table_shoe != d.shoe_id:
             left = self.state.table_shoe
@@ -632,7 +634,10 @@ class TableWatch:
         history.append(list(shoe.outcomes))
         del history[: -patterns.DRIFT_TABLE_SHOES]
         window = [sum(counts[i] for counts in history) for i in range(3)]
-        for scope, observed in ((f"shoe:{shoe.shoe_id}", shoe.outcomes), (f"table-window:{shoe.shoe_id}", window)):
+        tests = [(f"shoe:{shoe.shoe_id}", shoe.outcomes)]
+        if len(history) > 1:  # with one shoe the window is that shoe
+            tests.append((f"table-window:{shoe.shoe_id}", window))
+        for scope, observed in tests:
             n = sum(observed)
             if n < patterns.DRIFT_MIN_ROUNDS:
                 continue
@@ -668,20 +673,20 @@ class TableWatch:
         self.state.settlement_seen = True
         rnd = self.state.rounds.get(event.data.round_id)
         if rnd is None:
-            self.state.orphan_settlements.append(event.data)
+            self.state.orphan_settlements.append(event)
             return
-        rnd.waiting_settlements.append(event.data)
+        rnd.waiting_settlements.append(event)
         self._settle_waiting(rnd, event.time)
 
     def _settle_waiting(self, rnd: Round, time: datetime) -> None:
         if not rnd.ended:
             return
         waiting, rnd.waiting_settlements = rnd.waiting_settlements, []
-        for data in waiting:
-            if isinstance(data, m.BetSettledData):
-                self._check_bet_settled(rnd, data, time)
+        for event in waiting:
+            if isinstance(event, m.BetSettled):
+                self._check_bet_settled(rnd, event, time)
             else:
-                self._check_round_settled(rnd, data, time)
+                self._check_round_settled(rnd, event.data, time)
 
     def _expected(self, rnd: Round, bet: Bet) -> Settlement:
         result = rnd.result()
@@ -689,25 +694,28 @@ class TableWatch:
             return money.VOID
         return money.settle(bet.spot, bet.amount, result, self._profile(rnd).commission)
 
-    def _check_bet_settled(self, rnd: Round, d: m.BetSettledData, time: datetime) -> None:
+    def _check_bet_settled(self, rnd: Round, event: m.BetSettled, time: datetime) -> None:
+        d = event.data
         bet = rnd.bets.get(d.bet_id)
         context = self._round_context(rnd, f":settle:{d.bet_id}", bet_id=d.bet_id, patron_id=d.patron_id)
-        times = rnd.settled.get(d.bet_id, 0) + 1
-        rnd.settled[d.bet_id] = times
-        if times > 1:
+        first = rnd.settled.setdefault(d.bet_id, event.id)
+        if first == event.id and d.bet_id in rnd.settled_once:
+            return  # the same event delivered again
+        totals = money.RoundTotals(*rnd.settled_totals).add(d.amount, money.Settlement(d.result, d.net, d.commission))
+        rnd.settled_totals = [totals.staked, totals.paid_out, totals.commission, totals.house_net]
+        if first != event.id:
             self._raise(
                 Finding(
                     AlertCode.DUPLICATE_SETTLEMENT,
                     "Art. 17",
-                    f"Bet {d.bet_id} of patron {d.patron_id} was settled {times} times for the same round.",
-                    {"bet_id": d.bet_id, "times": times, "net": d.net, "stake": d.amount},
+                    f"Bet {d.bet_id} of patron {d.patron_id} was settled again for the same round.",
+                    {"bet_id": d.bet_id, "first_settlement": first, "again": event.id, "net": d.net, "stake": d.amount},
                 ),
-                Context(**{**context.__dict__, "scope": f"{context.scope}#{times}"}),
+                self._round_context(rnd, f":settle:{d.bet_id}:{event.id}", bet_id=d.bet_id, patron_id=d.patron_id),
                 time,
             )
             return
-        totals = money.RoundTotals(*rnd.settled_totals).add(d.amount, money.Settlement(d.result, d.net, d.commission))
-        rnd.settled_totals = [totals.staked, totals.paid_out, totals.commission, totals.house_net]
+        rnd.settled_once.append(d.bet_id)
         if bet is None or bet.withdrawn:
             self._raise(
                 Finding(

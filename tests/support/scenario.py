@@ -1,0 +1,258 @@
+"""Scripted tables for detector tests: a few lines build a legal recorded log, then a test
+bends one thing and checks the detectors see exactly that.
+
+``Scenario`` writes shoe and table events the way the shoe-reader and table-controller publish
+them, and ``log()`` runs the table events through the real settlement processor so the log has
+its settlement events too, in publish order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+from surveil.core.cards import CARDS, Card
+from surveil.core.money import Spot
+from surveil.core.play import Coup, RoundResult, deal, result_of
+from surveil.core.procedure import burn_due
+from surveil.core.profiles import load_profile
+from surveil.core.shoe import shuffled_shoe
+from surveil.events import codec
+from surveil.events import models as m
+from surveil.runtime.inproc import InProcessBus
+from surveil.settlement.processor import SettlementProcessor
+
+START = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+BURN_FILLER = ("9D", "JC", "4S", "QD", "7S", "AC", "6D", "KC", "3H", "8D")  # distinct: never a ninth copy
+
+
+@dataclass
+class BetSpec:
+    patron: str
+    spot: Spot
+    amount: int
+    seat: str = "1"
+    bet_id: str | None = None
+
+
+@dataclass
+class Scenario:
+    table: str = "T01"
+    profile: str = "dicj"
+    decks: int = 8
+    automatic: bool = False
+    min_bet: int = 500
+    max_bet: int = 200_000
+    dealer: str = "D01"
+    events: list[m.Event] = field(default_factory=list)
+    clock: datetime = START
+    shoe_id: str = ""
+    index: int = 0  # cards out of the current shoe
+    round_no: int = 0
+    shoes: int = 0
+    _ids: itertools.count[int] = field(default_factory=itertools.count)
+    last_round_id: str = ""
+    cut_at: int | None = None  # the cut card comes out after this many cards
+
+    # ---- plumbing -----------------------------------------------------------------------------
+
+    def emit(self, cls: type[m.Event], data: m.Data, seconds: float = 1.0) -> m.Event:
+        self.clock += timedelta(seconds=seconds)
+        source = "shoe-reader" if cls.topic == m.SHOE_TOPIC else "table-controller"
+        event = codec.make(cls, data, id=f"{source}:{self.table}:{next(self._ids)}", source=f"{source}/{self.table}", time=self.clock)
+        self.events.append(event)
+        return event
+
+    def read(self, card: str, face_up: bool = False) -> int:
+        self.index += 1
+        self.emit(m.CardRead, m.CardReadData(table_id=self.table, shoe_id=self.shoe_id, index=self.index, card=card, face_up=face_up))
+        if self.index == self.cut_at:
+            self.cut_card()
+        return self.index
+
+    # ---- the shoe -----------------------------------------------------------------------------
+
+    def start_shoe(self, burn: Sequence[str] | None = None, first_card: str = "5S") -> None:
+        """A new shoe, and the burn its house profile asks for (``burn`` overrides the cards)."""
+        self.shoes += 1
+        self.shoe_id = f"{self.table}-S{self.shoes}"
+        self.index = 0
+        self.round_no = 0
+        self.emit(m.ShoeStarted, m.ShoeStartedData(table_id=self.table, shoe_id=self.shoe_id, decks=self.decks, automatic=self.automatic))
+        if self.automatic and burn is None:
+            return
+        if burn is None:
+            due = burn_due(load_profile(self.profile).burn, self.decks, CARDS[first_card])
+            burn = [first_card, *BURN_FILLER][:due]
+        self.burn(burn, round_id=None)
+
+    def burn(self, cards: Sequence[str], round_id: str | None) -> None:
+        indices = [self.read(card) for card in cards]
+        self.emit(m.CardsBurned, m.CardsBurnedData(table_id=self.table, shoe_id=self.shoe_id, round_id=round_id, indices=indices))
+
+    def cut_card(self) -> None:
+        self.emit(m.CutCardReached, m.CutCardReachedData(table_id=self.table, shoe_id=self.shoe_id, index=self.index))
+
+    def end_shoe(self) -> None:
+        self.emit(m.ShoeEnded, m.ShoeEndedData(table_id=self.table, shoe_id=self.shoe_id, cards_out=self.index))
+
+    # ---- a round ------------------------------------------------------------------------------
+
+    def open_round(self, demo: bool = False, carried: Sequence[str] = (), dealer: str | None = None) -> str:
+        self.round_no += 1
+        round_id = f"{self.shoe_id}-R{self.round_no}"
+        self.last_round_id = round_id
+        self.emit(
+            m.RoundOpened,
+            m.RoundOpenedData(
+                table_id=self.table,
+                shoe_id=self.shoe_id,
+                round_id=round_id,
+                round_no=self.round_no,
+                dealer_id=dealer or self.dealer,
+                profile=self.profile,
+                demo=demo,
+                min_bet=self.min_bet,
+                max_bet=self.max_bet,
+                currency="HKD",
+                carried_bet_ids=list(carried),
+            ),
+            seconds=20,
+        )
+        return round_id
+
+    def place(self, round_id: str, bet: BetSpec) -> str:
+        bet_id = bet.bet_id or f"B{next(self._ids)}"
+        self.emit(
+            m.BetPlaced,
+            m.BetPlacedData(table_id=self.table, round_id=round_id, bet_id=bet_id, patron_id=bet.patron, seat=bet.seat, spot=bet.spot, amount=bet.amount),
+        )
+        return bet_id
+
+    def change(self, round_id: str, bet_id: str, spot: Spot, amount: int) -> None:
+        self.emit(m.BetChanged, m.BetChangedData(table_id=self.table, round_id=round_id, bet_id=bet_id, spot=spot, amount=amount))
+
+    def withdraw(self, round_id: str, bet_id: str) -> None:
+        self.emit(m.BetWithdrawn, m.BetWithdrawnData(table_id=self.table, round_id=round_id, bet_id=bet_id))
+
+    def close(self, round_id: str) -> None:
+        self.emit(m.BetsClosed, m.BetsClosedData(table_id=self.table, round_id=round_id))
+
+    def deal(self, round_id: str, cards: Sequence[str], **options: Any) -> Coup:
+        """Deal ``cards`` (shoe order) by the rules, then place the hands as ``place_hands`` does."""
+        coup = deal([CARDS[c] for c in (*cards, "2C", "2C")])
+        self.place_hands(round_id, [c.code for c in coup.player], [c.code for c in coup.banker], **options)
+        return coup
+
+    def place_hands(
+        self,
+        round_id: str,
+        player: Sequence[str],
+        banker: Sequence[str],
+        *,
+        order: str | None = None,
+        bend: Callable[[list[m.HandCard], list[m.HandCard]], None] | None = None,
+        declare: dict[str, Any] | None = None,
+        squeezed_by: str | None = None,
+        extra_reads: Sequence[str] = (),
+        face_up: Sequence[str] = (),
+    ) -> None:
+        """The shoe reads the hands' cards in ``order`` (default P, B, P, B, then third cards) and
+        the round completes with the result the cards give. ``bend`` may change the hands as the
+        boxes report them, ``declare`` the announced result; ``extra_reads`` leave the shoe
+        after the hands and go nowhere."""
+        order = order or "PBPB" + "P" * (len(player) - 2) + "B" * (len(banker) - 2)
+        queues = {"P": iter(player), "B": iter(banker)}
+        hands: dict[str, list[m.HandCard]] = {"P": [], "B": []}
+        for hand in order:
+            card = next(queues[hand])
+            hands[hand].append(m.HandCard(index=self.read(card, face_up=card in face_up), card=card))
+        for card in extra_reads:
+            self.read(card)
+        if bend:
+            bend(hands["P"], hands["B"])
+        said = result_of([CARDS[c.card] for c in hands["P"]], [CARDS[c.card] for c in hands["B"]])
+        declared: dict[str, Any] = {name: getattr(said, name) for name in RoundResult.__slots__}
+        declared.update(declare or {})
+        self.emit(
+            m.RoundCompleted,
+            m.RoundCompletedData(
+                table_id=self.table,
+                shoe_id=self.shoe_id,
+                round_id=round_id,
+                player=hands["P"],
+                banker=hands["B"],
+                squeezed_by=squeezed_by,
+                **declared,
+            ),
+            seconds=15,
+        )
+
+    def round(
+        self,
+        cards: Sequence[str],
+        bets: Iterable[BetSpec] = (),
+        *,
+        carried: Sequence[str] = (),
+        **deal_options: Any,
+    ) -> tuple[str, list[str]]:
+        """A whole round: open, bets, close, deal. Returns the round id and the bet ids."""
+        round_id = self.open_round(carried=carried)
+        bet_ids = [self.place(round_id, bet) for bet in bets]
+        self.close(round_id)
+        self.deal(round_id, cards, **deal_options)
+        return round_id, bet_ids
+
+    def play_shoe(
+        self,
+        rng: random.Random,
+        bets: Callable[[Coup], Iterable[BetSpec]] = lambda coup: (),
+        cut_behind: int = 40,
+        pack: list[str] | None = None,
+    ) -> list[str]:
+        """A whole legal shoe from a shuffled pack (or ``pack``): burn, rounds until the cut card
+        comes out (the next round is the last), shoe end. ``bets`` sees each round's coup before
+        it is dealt. Returns the shoe's cards in order."""
+        pack = pack or [card.code for card in shuffled_shoe(self.decks, rng)]
+        due = 0 if self.automatic else burn_due(load_profile(self.profile).burn, self.decks, CARDS[pack[0]])
+        self.start_shoe(burn=pack[:due] if due else None)
+        position = due
+        self.cut_at = len(pack) - cut_behind
+        # Art. 3.1 (finish): the round in progress when the cut card comes out is the last; if
+        # it comes out between rounds, the next round is.
+        while position <= self.cut_at:
+            coup = deal([CARDS[c] for c in pack[position : position + 6]])
+            self.round(pack[position : position + 6], bets(coup))
+            position += coup.cards_used
+            if position > self.cut_at:
+                break
+        self.cut_at = None
+        self.end_shoe()
+        return pack
+
+    # ---- the recorded log ---------------------------------------------------------------------
+
+    def log(self) -> list[m.Event]:
+        """Every event as the topics would carry it: shoe and table events, and the settlement
+        events the real settlement processor publishes for them, in publish order."""
+        bus = InProcessBus()
+        bus.attach(SettlementProcessor())
+        recorded: list[m.Event] = []
+        bus.tap(recorded.append)
+        for event in self.events:
+            bus.publish(event)
+            bus.run()
+        assert not bus.dead_letters, bus.dead_letters
+        return recorded
+
+
+def lines(events: Iterable[m.Event]) -> list[bytes]:
+    return [codec.encode(event) for event in events]
+
+
+def cards(*codes: str) -> list[Card]:
+    return [CARDS[c] for c in codes]

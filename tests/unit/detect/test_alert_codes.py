@@ -1,0 +1,503 @@
+"""Every alert code of DESIGN.md: a minimal recorded log that raises exactly that alert, and a
+legal twin that raises nothing. The logs go through the offline replay, as an analyst's would."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+
+import msgspec
+import pytest
+from support.scenario import BetSpec, Scenario, lines
+
+from surveil.anomaly_detection.replay import replay
+from surveil.core.cards import CARDS
+from surveil.core.findings import AlertCode
+from surveil.core.money import Spot
+from surveil.core.money import RoundTotals, Settlement
+from surveil.core.play import Coup
+from surveil.core.profiles import load_profile
+from surveil.core.shoe import shuffled_shoe
+from surveil.events import models as m
+
+PLAYER_DRAWS = ["2H", "3C", "3D", "KS", "4H", "5C"]  # P 2+3=5 draws 4 -> 9; B 3 draws on a 4 -> 8
+BANKER_NATURAL = ["2H", "8C", "3D", "KS"]  # P 5, B 8: nobody draws
+TIE = ["KH", "7C", "7D", "QS"]  # 7 and 7, both stand
+
+
+def alerts(events: list[m.Event], profile: str | None = None) -> list[m.AlertRaised]:
+    result = replay(iter(lines(events)), profile=profile)
+    assert not result.bad_lines
+    return result.alerts
+
+
+def rules(events: list[m.Event]) -> set[str]:
+    return {alert.data.rule for alert in alerts(events)}
+
+
+def table(build: Callable[[Scenario], None], **options: object) -> list[m.Event]:
+    """A shoe with the right burn, one legal round, the round under test, then the cut card, the
+    last round and the shoe's end."""
+    s = Scenario(**options)  # type: ignore[arg-type]
+    s.start_shoe()
+    s.round(BANKER_NATURAL, [BetSpec("P1", Spot.BANKER, 1000)])
+    build(s)
+    s.cut_card()
+    s.round(["9H", "2C", "KD", "5S"], [BetSpec("P1", Spot.PLAYER, 500)])
+    s.end_shoe()
+    return s.log()
+
+
+def check(code: AlertCode, bent: list[m.Event], legal: list[m.Event]) -> None:
+    assert rules(bent) == {code}
+    assert alerts(legal) == []
+
+
+# ---- rounds and cards (Art. 2-11) -------------------------------------------------------------
+
+
+def test_draw_player_missing_art9_1() -> None:
+    def bent(s: Scenario) -> None:  # the Player stands on 5; the Banker (3) then rightly draws
+        s.place_hands(s.open_round(), ["2H", "3D"], ["3C", "KS", "4H"])
+
+    check(AlertCode.DRAW_PLAYER_MISSING, table(bent), table(lambda s: s.round(PLAYER_DRAWS)))
+
+
+def test_draw_player_extra_art9_2() -> None:
+    def bent(s: Scenario) -> None:  # Player draws on 6; the Banker's 5 then rightly draws on a 4
+        s.place_hands(s.open_round(), ["6H", "KD", "4D"], ["2C", "3S", "5C"])
+
+    check(AlertCode.DRAW_PLAYER_EXTRA, table(bent), table(lambda s: s.round(["6H", "2C", "KD", "3S", "5C"])))
+
+
+def test_draw_banker_missing_art9_3() -> None:
+    def bent(s: Scenario) -> None:  # Banker 3 against a Player third card 4 must draw
+        s.place_hands(s.open_round(), ["2H", "3D", "4H"], ["3C", "KS"])
+
+    check(AlertCode.DRAW_BANKER_MISSING, table(bent), table(lambda s: s.round(PLAYER_DRAWS)))
+
+
+def test_draw_banker_extra_art9_4() -> None:
+    def bent(s: Scenario) -> None:  # Banker 3 against a Player third card 8 must stand
+        s.place_hands(s.open_round(), ["2H", "3D", "8H"], ["3C", "KS", "5C"])
+
+    check(AlertCode.DRAW_BANKER_EXTRA, table(bent), table(lambda s: s.round(["2H", "3C", "3D", "KS", "8H"])))
+
+
+def test_deal_order_art7() -> None:
+    def bent(s: Scenario) -> None:  # two cards to the Player, then two to the Banker
+        s.place_hands(s.open_round(), ["8H", "KD"], ["2C", "3S"], order="PPBB")
+
+    check(AlertCode.DEAL_ORDER, table(bent), table(lambda s: s.place_hands(s.open_round(), ["8H", "KD"], ["2C", "3S"])))
+
+
+def test_result_mismatch_art11() -> None:
+    def bent(s: Scenario) -> None:  # the Player's 9 beats the Banker's 8, but Banker is announced
+        s.round(PLAYER_DRAWS, declare={"outcome": "banker"})
+
+    check(AlertCode.RESULT_MISMATCH, table(bent), table(lambda s: s.round(PLAYER_DRAWS)))
+
+
+def test_result_mismatch_on_a_pair_art13() -> None:
+    bent = table(lambda s: s.round(PLAYER_DRAWS, declare={"player_pair": True}))
+    [alert] = alerts(bent)
+    assert (alert.data.rule, alert.data.article) == ("RESULT_MISMATCH", "Art. 13")
+
+
+def test_card_mismatch_a_switched_card() -> None:
+    def switch(player: list[m.HandCard], banker: list[m.HandCard]) -> None:
+        player[0] = m.HandCard(index=player[0].index, card="2S")  # same value: only the switch shows
+
+    check(AlertCode.CARD_MISMATCH, table(lambda s: s.round(PLAYER_DRAWS, bend=switch)), table(lambda s: s.round(PLAYER_DRAWS)))
+
+
+def test_card_unaccounted_neither_burned_nor_dealt() -> None:
+    def bent(s: Scenario) -> None:
+        s.round(BANKER_NATURAL, extra_reads=["7C"])
+
+    def legal(s: Scenario) -> None:
+        round_id, _ = s.round(BANKER_NATURAL)
+        s.burn(["7C"], round_id)  # Art. 8: burning at a round's start is the house's right
+
+    check(AlertCode.CARD_UNACCOUNTED, table(bent), table(legal))
+
+
+def test_card_overcount_a_foreign_card_art1() -> None:
+    def shoe(burn: list[str]) -> list[m.Event]:
+        s = Scenario()
+        s.start_shoe(burn=burn)  # dicj burns one card per deck: eight
+        s.round(["AS", "8C", "3D", "KS"])  # the ninth ace of spades of an eight-deck shoe
+        s.end_shoe()
+        return s.log()
+
+    check(AlertCode.CARD_OVERCOUNT, shoe(["AS"] * 8), shoe(["AS"] * 7 + ["5D"]))
+
+
+def test_card_exposed_is_recorded_and_play_stays_valid_art4() -> None:
+    bent = table(lambda s: s.round(PLAYER_DRAWS, face_up=["4H"]))
+    assert rules(bent) == {AlertCode.CARD_EXPOSED}
+    assert alerts(bent)[0].data.severity == "info"
+    assert alerts(table(lambda s: s.round(PLAYER_DRAWS))) == []
+
+
+def test_burn_count_art2_1() -> None:
+    def shoe(burned: int) -> list[m.Event]:
+        s = Scenario()
+        s.start_shoe(burn=["5S"] * burned)
+        s.round(BANKER_NATURAL)
+        s.end_shoe()
+        return s.log()
+
+    check(AlertCode.BURN_COUNT, shoe(7), shoe(8))
+
+
+def test_burn_count_first_card_policy_of_sjm() -> None:
+    def shoe(burn: list[str]) -> list[m.Event]:
+        s = Scenario(profile="sjm", min_bet=1000, max_bet=300_000)
+        s.start_shoe(burn=burn)
+        s.round(BANKER_NATURAL)
+        s.end_shoe()
+        return s.log()
+
+    # A queen shown first counts 10 for the burn: it and ten more cards go.
+    filler = ["9D", "JC", "4S", "QD", "7S", "AC", "6D", "KC", "3H", "8D"]
+    check(AlertCode.BURN_COUNT, shoe(["QH", *filler[:9]]), shoe(["QH", *filler]))
+
+
+def test_an_automatic_machine_has_no_cut_or_burn_art2_3() -> None:
+    s = Scenario(automatic=True)
+    s.start_shoe()
+    s.round(BANKER_NATURAL)
+    s.end_shoe()
+    assert alerts(s.log()) == []
+
+
+def test_cut_card_depth_art2_1() -> None:
+    def shoe(cut_behind: int) -> list[m.Event]:
+        s = Scenario()
+        s.play_shoe(random.Random(7), cut_behind=cut_behind)
+        return s.log()
+
+    check(AlertCode.CUT_CARD_DEPTH, shoe(10), shoe(14))
+
+
+def test_rounds_after_cut_card_art3_1() -> None:
+    def shoe(rounds_after_cut: int, profile: str = "dicj") -> list[m.Event]:
+        s = Scenario(profile=profile, min_bet=1000)
+        s.start_shoe()
+        s.round(BANKER_NATURAL)
+        s.cut_card()  # between rounds: the next round is the last
+        for _ in range(rounds_after_cut):
+            s.round(["9H", "2C", "KD", "5S"])
+        s.end_shoe()
+        return s.log()
+
+    check(AlertCode.ROUNDS_AFTER_CUT_CARD, shoe(2), shoe(1))
+    # SJM plays one more round after the last one
+    check(AlertCode.ROUNDS_AFTER_CUT_CARD, shoe(3, "sjm"), shoe(2, "sjm"))
+
+
+def test_demo_rounds_at_most_three_art2_2() -> None:
+    def shoe(demos: int) -> list[m.Event]:
+        s = Scenario()
+        s.start_shoe()
+        for _ in range(demos):
+            round_id = s.open_round(demo=True)
+            s.close(round_id)
+            s.deal(round_id, BANKER_NATURAL)
+        s.round(PLAYER_DRAWS, [BetSpec("P1", Spot.BANKER, 1000)])
+        s.end_shoe()
+        return s.log()
+
+    check(AlertCode.DEMO_ROUNDS, shoe(4), shoe(3))
+
+
+def test_demo_rounds_take_no_bets_art2_2() -> None:
+    def shoe(bet: bool) -> list[m.Event]:
+        s = Scenario()
+        s.start_shoe()
+        round_id = s.open_round(demo=True)
+        if bet:
+            s.place(round_id, BetSpec("P1", Spot.PLAYER, 500))
+        s.close(round_id)
+        s.deal(round_id, BANKER_NATURAL)
+        s.end_shoe()
+        return s.log()
+
+    check(AlertCode.DEMO_ROUNDS, shoe(True), shoe(False))
+
+
+# ---- bets (Art. 12-16 and house rules) ----------------------------------------------------
+
+
+def after_tie(profile: str, move: Callable[[Scenario, str, str], None]) -> list[m.Event]:
+    """A Player bet left on a tie, then ``move`` applied to it in the next round."""
+    s = Scenario(profile=profile, min_bet=1000, max_bet=300_000)
+    s.start_shoe()
+    tie_round, [bet_id] = s.round(TIE, [BetSpec("P1", Spot.PLAYER, 5000)])
+    round_id = s.open_round(carried=[bet_id])
+    move(s, round_id, bet_id)
+    s.close(round_id)
+    s.deal(round_id, PLAYER_DRAWS)
+    s.end_shoe()
+    return s.log()
+
+
+def test_tie_bet_withdrawn_under_sjm_art12_1() -> None:
+    bent = after_tie("sjm", lambda s, r, b: s.withdraw(r, b))
+    check(AlertCode.TIE_BET_WITHDRAWN, bent, after_tie("sjm", lambda s, r, b: None))
+    assert alerts(after_tie("dicj", lambda s, r, b: s.withdraw(r, b))) == []  # the DICJ default allows it
+
+
+def test_tie_bet_reduced_under_sjm_art12_3a() -> None:
+    bent = after_tie("sjm", lambda s, r, b: s.change(r, b, Spot.PLAYER, 2000))
+    check(AlertCode.TIE_BET_REDUCED, bent, after_tie("sjm", lambda s, r, b: s.change(r, b, Spot.PLAYER, 8000)))
+
+
+def test_tie_bet_moved_under_sjm_art12_3b() -> None:
+    bent = after_tie("sjm", lambda s, r, b: s.change(r, b, Spot.BANKER, 5000))
+    check(AlertCode.TIE_BET_MOVED, bent, after_tie("dicj", lambda s, r, b: s.change(r, b, Spot.BANKER, 5000)))
+
+
+def test_late_bet_after_bets_closed() -> None:
+    def round_with(late: bool) -> Callable[[Scenario], None]:
+        def build(s: Scenario) -> None:
+            round_id = s.open_round()
+            if not late:
+                s.place(round_id, BetSpec("P7", Spot.PLAYER, 2000))
+            s.close(round_id)
+            if late:
+                s.place(round_id, BetSpec("P7", Spot.PLAYER, 2000))
+            s.deal(round_id, PLAYER_DRAWS)
+
+        return build
+
+    check(AlertCode.LATE_BET, table(round_with(True)), table(round_with(False)))
+
+
+def test_banker_bet_multiple_of_the_minimum() -> None:
+    check(
+        AlertCode.BANKER_BET_MULTIPLE,
+        table(lambda s: s.round(PLAYER_DRAWS, [BetSpec("P1", Spot.BANKER, 1200)])),
+        table(lambda s: s.round(PLAYER_DRAWS, [BetSpec("P1", Spot.BANKER, 1500)])),
+    )
+
+
+def test_bet_below_minimum() -> None:
+    check(
+        AlertCode.BET_BELOW_MINIMUM,
+        table(lambda s: s.round(PLAYER_DRAWS, [BetSpec("P1", Spot.PLAYER, 300)])),
+        table(lambda s: s.round(PLAYER_DRAWS, [BetSpec("P1", Spot.PLAYER, 700)])),
+    )
+
+
+def test_table_limit_on_the_banker_player_difference_art14() -> None:
+    big = BetSpec("P1", Spot.BANKER, 250_000)
+    check(
+        AlertCode.TABLE_LIMIT,
+        table(lambda s: s.round(PLAYER_DRAWS, [big])),
+        table(lambda s: s.round(PLAYER_DRAWS, [big, BetSpec("P2", Spot.PLAYER, 100_000, seat="2")])),
+    )
+
+
+def test_table_limit_on_the_tie_spot_art14() -> None:
+    check(
+        AlertCode.TABLE_LIMIT,
+        table(lambda s: s.round(PLAYER_DRAWS, [BetSpec("P1", Spot.TIE, 150_000), BetSpec("P2", Spot.TIE, 60_000, seat="2")])),
+        table(lambda s: s.round(PLAYER_DRAWS, [BetSpec("P1", Spot.TIE, 150_000), BetSpec("P2", Spot.TIE, 50_000, seat="2")])),
+    )
+
+
+def test_squeeze_holder_is_the_largest_seated_bettor_art16() -> None:
+    bets = [BetSpec("P1", Spot.PLAYER, 1000), BetSpec("P2", Spot.PLAYER, 5000, seat="2"), BetSpec("P3", Spot.PLAYER, 9000, seat="standing")]
+    check(
+        AlertCode.SQUEEZE_HOLDER,
+        table(lambda s: s.round(PLAYER_DRAWS, bets, squeezed_by="P1")),
+        table(lambda s: s.round(PLAYER_DRAWS, bets, squeezed_by="P2")),
+    )
+
+
+def test_squeeze_where_the_house_does_not_allow_it_art16_1() -> None:
+    bets = [BetSpec("P1", Spot.PLAYER, 900)]
+
+    def build(squeezed_by: str | None) -> list[m.Event]:
+        return table(lambda s: s.round(PLAYER_DRAWS, bets, squeezed_by=squeezed_by), profile="no-commission", min_bet=500, max_bet=100_000)
+
+    check(AlertCode.SQUEEZE_HOLDER, build("P1"), build(None))
+
+
+# ---- money (Art. 17-18) -----------------------------------------------------------------------
+
+
+def money_log() -> list[m.Event]:
+    return table(lambda s: s.round(PLAYER_DRAWS, [BetSpec("P1", Spot.BANKER, 1000), BetSpec("P2", Spot.PLAYER, 2000, seat="2")]))
+
+
+def settled_positions(events: list[m.Event]) -> list[int]:
+    return [i for i, e in enumerate(events) if isinstance(e, m.BetSettled)]
+
+
+def test_payout_mismatch_art17() -> None:
+    events = money_log()
+    position = [i for i in settled_positions(events) if events[i].data.patron_id == "P2"][0]
+    paid = events[position]
+    assert paid.data.net == 2000  # Player wins 1:1
+    events[position] = msgspec.structs.replace(paid, data=msgspec.structs.replace(paid.data, net=2200))
+    events = _retotal(events, paid.data.round_id)
+    check(AlertCode.PAYOUT_MISMATCH, events, money_log())
+
+
+def test_payout_mismatch_on_the_commission_art18() -> None:
+    events = table(lambda s: s.round(BANKER_NATURAL, [BetSpec("P1", Spot.BANKER, 1000)]))
+    position = [i for i in settled_positions(events) if events[i].data.spot == "banker"][0]
+    paid = events[position]
+    assert (paid.data.net, paid.data.commission) == (950, 50)
+    events[position] = msgspec.structs.replace(paid, data=msgspec.structs.replace(paid.data, net=900, commission=100))
+    events = _retotal(events, paid.data.round_id)
+    [alert] = alerts(events)
+    assert (alert.data.rule, alert.data.article) == ("PAYOUT_MISMATCH", "Art. 18")
+
+
+def test_unsettled_bet() -> None:
+    events = money_log()
+    position = [i for i in settled_positions(events) if events[i].data.patron_id == "P2"][0]
+    round_id = events[position].data.round_id
+    del events[position]
+    events = _retotal(events, round_id)
+    check(AlertCode.UNSETTLED_BET, events, money_log())
+
+
+def test_duplicate_settlement() -> None:
+    events = money_log()
+    position = [i for i in settled_positions(events) if events[i].data.patron_id == "P2"][0]
+    again = msgspec.structs.replace(events[position], id="settlement-paid-again")
+    events.insert(position + 1, again)
+    events = _retotal(events, again.data.round_id)  # the round's totals count the second payment too
+    check(AlertCode.DUPLICATE_SETTLEMENT, events, money_log())
+
+
+def test_the_same_settlement_delivered_twice_is_not_a_duplicate() -> None:
+    events = money_log()
+    position = settled_positions(events)[0]
+    events.insert(position + 1, events[position])
+    assert alerts(events) == []
+
+
+def _retotal(events: list[m.Event], round_id: str) -> list[m.Event]:
+    """Make the round's totals agree with its (tampered) bet settlements, so that only the
+    tampering itself shows."""
+    totals = RoundTotals()
+    for e in events:
+        if isinstance(e, m.BetSettled) and e.data.round_id == round_id:
+            totals = totals.add(e.data.amount, Settlement(e.data.result, e.data.net, e.data.commission))
+    return [
+        msgspec.structs.replace(
+            e,
+            data=msgspec.structs.replace(e.data, staked=totals.staked, paid_out=totals.paid_out, commission=totals.commission, house_net=totals.house_net),
+        )
+        if isinstance(e, m.RoundSettled) and e.data.round_id == round_id
+        else e
+        for e in events
+    ]
+
+
+# ---- patterns ---------------------------------------------------------------------------------
+
+
+def test_patron_win_rate_a_patron_who_knows_the_outcome() -> None:
+    def log(cheat: bool) -> list[m.Event]:
+        def bets(coup: Coup) -> list[BetSpec]:
+            outcome = coup.result.outcome.value
+            spot = Spot(outcome) if cheat and outcome != "tie" else Spot.BANKER
+            return [BetSpec("CHEAT", spot, 1000)]
+
+        s = Scenario()
+        s.play_shoe(random.Random(11), bets)
+        return s.log()
+
+    bent = alerts(log(True))
+    assert {a.data.rule for a in bent} == {"PATRON_WIN_RATE"}
+    assert bent[0].data.patron_id == "CHEAT"
+    assert alerts(log(False)) == []
+
+
+def test_outcome_drift_a_shoe_stacked_for_the_banker() -> None:
+    rng = random.Random(5)
+    s = Scenario()
+    s.start_shoe()
+    pack = [c.code for c in shuffled_shoe(8, rng)]
+    for _ in range(40):
+        s.round(_banker_natural_from(pack))
+    s.end_shoe()
+    check(AlertCode.OUTCOME_DRIFT, s.log(), _legal_shoe(5))
+
+
+def _banker_natural_from(pack: list[str]) -> list[str]:
+    """Take four cards out of ``pack`` dealing Player 6 or 7 against a Banker natural."""
+    for i, p1 in enumerate(pack):
+        for j, p2 in enumerate(pack):
+            if i != j and (CARDS[p1].points + CARDS[p2].points) % 10 in (6, 7):
+                rest = [c for k, c in enumerate(pack) if k not in (i, j)]
+                for a, b1 in enumerate(rest):
+                    for b, b2 in enumerate(rest):
+                        if a != b and (CARDS[b1].points + CARDS[b2].points) % 10 in (8, 9):
+                            for card in (p1, p2, b1, b2):
+                                pack.remove(card)
+                            return [p1, b1, p2, b2]
+    raise AssertionError("pack exhausted")
+
+
+def _legal_shoe(seed: int) -> list[m.Event]:
+    s = Scenario()
+    s.play_shoe(random.Random(seed))
+    return s.log()
+
+
+def test_dealer_error_rate_a_dealer_who_errs_often() -> None:
+    def log(errors: int) -> list[m.Event]:
+        s = Scenario(dealer="D9")
+        s.start_shoe()
+        for n in range(10):
+            suit = "SHDC"[n % 4]
+            round_id = s.open_round()
+            s.close(round_id)
+            s.place_hands(round_id, [f"8{suit}", f"K{suit}"], [f"2{suit}", f"3{suit}"], order="PPBB" if n < errors else None)
+        s.end_shoe()
+        return s.log()
+
+    assert rules(log(6)) == {"DEAL_ORDER", "DEALER_ERROR_RATE"}
+    assert rules(log(1)) == {"DEAL_ORDER"}  # one slip is not a pattern
+    assert alerts(log(0)) == []
+
+
+def test_shoe_repeat_a_run_of_an_earlier_shoe() -> None:
+    def log(repeat: bool) -> list[m.Event]:
+        rng = random.Random(3)
+        s = Scenario()
+        first = s.play_shoe(rng)
+        second = [c.code for c in shuffled_shoe(8, rng)]
+        if repeat:  # cards 100-129 of the first shoe come out again as cards 200-229
+            run = first[100:130]
+            rest = list(second)
+            for card in run:
+                rest.remove(card)
+            second = rest[:200] + run + rest[200:]
+        s.play_shoe(rng, pack=second)
+        return s.log()
+
+    check(AlertCode.SHOE_REPEAT, log(True), log(False))
+
+
+def test_every_alert_code_has_a_test_here() -> None:
+    source = open(__file__, encoding="utf-8").read()
+    missing = [code for code in AlertCode if f"AlertCode.{code.name}" not in source and f'"{code.value}"' not in source]
+    assert missing == []
+
+
+@pytest.mark.parametrize("profile", ["dicj", "sjm", "no-commission"])
+def test_clean_shoes_raise_nothing_under_every_profile(profile: str) -> None:
+    house = load_profile(profile)
+    s = Scenario(profile=profile, min_bet=house.min_bet, max_bet=house.max_bet)
+    for seed in range(3):
+        s.play_shoe(random.Random(seed), lambda coup: [BetSpec("P1", Spot.BANKER, 2 * house.min_bet), BetSpec("P2", Spot.PLAYER, house.min_bet, seat="3")])
+    assert alerts(s.log()) == []
