@@ -115,10 +115,11 @@ class RedisBackend:
 
 
 class State:
-    """A service's view of its state: cached typed objects plus the pending batch.
+    """A service's view of its state: typed objects cached for one batch, plus its changes.
 
     Objects are msgspec structs stored as msgpack. ``put`` marks an object changed; it is
-    encoded once, at ``commit``, however many events of the batch touched it.
+    encoded once, at ``commit``, however many events of the batch touched it. ``commit`` also
+    empties the cache, so a long-running service holds only what its current batch uses.
     """
 
     def __init__(self, backend: Backend, namespace: str) -> None:
@@ -161,6 +162,7 @@ class State:
         changes.outbox.update(outbox or {})
         if changes:
             self.backend.apply(self.namespace, changes)
+        self._cache.clear()
         self._dirty.clear()
         self._changes = Changes()
 
