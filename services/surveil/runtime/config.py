@@ -24,6 +24,11 @@ class Settings:
     instance_id: str
     log_level: str
     partitions: int
+    # Name prefixes that keep one deployment apart from another on a shared broker and Redis
+    # (the integration tests run each service under their own): TOPIC_PREFIX goes before every
+    # topic, the consumer group and the transactional id; REDIS_PREFIX before every Redis key.
+    topic_prefix: str = ""
+    redis_prefix: str = ""
 
     @classmethod
     def from_env(cls, service: str) -> Settings:
@@ -36,4 +41,6 @@ class Settings:
             instance_id=env.get("INSTANCE_ID", socket.gethostname()),
             log_level=env.get("LOG_LEVEL", "INFO"),
             partitions=int(env.get("PARTITIONS", "6")),
+            topic_prefix=env.get("TOPIC_PREFIX", ""),
+            redis_prefix=env.get("REDIS_PREFIX", ""),
         )

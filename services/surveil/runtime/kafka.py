@@ -58,14 +58,14 @@ class Publisher:
 
     def __init__(self, settings: Settings, **overrides: Any) -> None:
         self.service = settings.service
+        self.topic_prefix = settings.topic_prefix
         self.producer = KafkaProducer(**(producer_config(settings) | overrides))
 
     def publish(self, event: Event) -> None:
-        self.producer.send(event.topic, key=event.subject.encode(), value=codec.encode(event))
-        metrics.EVENTS_PRODUCED.labels(self.service, event.topic).inc()
+        self.publish_raw(event.topic, event.subject.encode(), codec.encode(event))
 
     def publish_raw(self, topic: str, key: bytes, value: bytes) -> None:
-        self.producer.send(topic, key=key, value=value)
+        self.producer.send(self.topic_prefix + topic, key=key, value=value)
         metrics.EVENTS_PRODUCED.labels(self.service, topic).inc()
 
     def flush(self) -> None:
@@ -89,9 +89,10 @@ class KafkaRunner:
         self.state = State(backend, processor.name)
         self.log = structlog.get_logger().bind(service=processor.name)
         self.stop = threading.Event()
+        self.topic_prefix = settings.topic_prefix
         self.consumer = KafkaConsumer(
             bootstrap_servers=settings.kafka_bootstrap,
-            group_id=processor.name,
+            group_id=self.topic_prefix + processor.name,
             client_id=f"{processor.name}-{settings.instance_id}",
             enable_auto_commit=False,
             isolation_level="read_committed",
@@ -100,7 +101,8 @@ class KafkaRunner:
             **consumer_overrides,
         )
         self.producer = KafkaProducer(
-            **producer_config(settings), transactional_id=f"{processor.name}-{settings.instance_id}"
+            **producer_config(settings),
+            transactional_id=f"{self.topic_prefix}{processor.name}-{settings.instance_id}",
         )
         self.producer.init_transactions()
 
@@ -111,8 +113,9 @@ class KafkaRunner:
             signal.signal(signum, lambda *_: self.stop.set())
 
     def run(self) -> None:
-        self.consumer.subscribe(list(self.processor.consumes), listener=_Recovery(self))
-        self.log.info("started", topics=list(self.processor.consumes), bootstrap=self.settings.kafka_bootstrap)
+        topics = [self.topic_prefix + topic for topic in self.processor.consumes]
+        self.consumer.subscribe(topics, listener=_Recovery(self))
+        self.log.info("started", topics=topics, bootstrap=self.settings.kafka_bootstrap)
         try:
             while not self.stop.is_set():
                 records = self.consumer.poll(timeout_ms=200)
@@ -145,7 +148,8 @@ class KafkaRunner:
     def _handle(self, tp: TopicPartition, record: Any) -> list[Output]:
         try:
             event = codec.decode(record.value)
-            return [(e.topic, e.subject.encode(), codec.encode(e)) for e in self.processor.process(event, self.state)]
+            outputs = self.processor.process(event, self.state)
+            return [(self.topic_prefix + e.topic, e.subject.encode(), codec.encode(e)) for e in outputs]
         except (codec.InvalidEventError, Rejected) as error:
             reason = str(error)
         except Exception as error:  # a bug must not stop the table's other events
@@ -162,7 +166,7 @@ class KafkaRunner:
             offset=record.offset,
             key=record.key.decode(errors="replace") if record.key else None,
         )
-        return [(DEADLETTER_TOPIC, record.key or b"", deadletter.encode(letter))]
+        return [(self.topic_prefix + DEADLETTER_TOPIC, record.key or b"", deadletter.encode(letter))]
 
     def _publish(self, outputs: Sequence[Output], offsets: dict[TopicPartition, int]) -> None:
         """Publish ``outputs`` and commit ``offsets`` (last applied) in one transaction; retry

@@ -78,40 +78,42 @@ class MemoryBackend:
 
 
 class RedisBackend:
-    """The same on Redis: one MULTI/EXEC transaction per commit."""
+    """The same on Redis: one MULTI/EXEC transaction per commit. Every key gets ``prefix``
+    in front (``Settings.redis_prefix``), so deployments can share one Redis."""
 
-    def __init__(self, client: Any) -> None:  # a redis.Redis
+    def __init__(self, client: Any, prefix: str = "") -> None:  # a redis.Redis
         self.client = client
+        self.prefix = prefix
 
     def read(self, key: str) -> bytes | None:
-        value: bytes | None = self.client.get(key)
+        value: bytes | None = self.client.get(self.prefix + key)
         return value
 
     def counters(self, key: str) -> dict[str, int]:
-        return {k.decode(): int(v) for k, v in self.client.hgetall(key).items()}
+        return {k.decode(): int(v) for k, v in self.client.hgetall(self.prefix + key).items()}
 
     def apply(self, namespace: str, changes: Changes) -> None:
+        prefix = self.prefix
         pipe = self.client.pipeline(transaction=True)
         for key, value in changes.values.items():
             if value is None:
-                pipe.delete(key)
+                pipe.delete(prefix + key)
             else:
-                pipe.set(key, value)
+                pipe.set(prefix + key, value)
         for key, increments in changes.counters.items():
             for name, amount in increments.items():
-                pipe.hincrby(key, name, amount)
+                pipe.hincrby(prefix + key, name, amount)
         if changes.progress:
-            pipe.hset(f"{namespace}:progress", mapping=changes.progress)
+            pipe.hset(f"{prefix}{namespace}:progress", mapping=changes.progress)
         for source, events in changes.outbox.items():
-            pipe.set(f"{namespace}:outbox:{source}", events)
+            pipe.set(f"{prefix}{namespace}:outbox:{source}", events)
         pipe.execute()
 
     def progress(self, namespace: str) -> dict[str, int]:
-        return {k.decode(): int(v) for k, v in self.client.hgetall(f"{namespace}:progress").items()}
+        return self.counters(f"{namespace}:progress")
 
     def outbox(self, namespace: str, source: str) -> bytes | None:
-        value: bytes | None = self.client.get(f"{namespace}:outbox:{source}")
-        return value
+        return self.read(f"{namespace}:outbox:{source}")
 
 
 class State:
