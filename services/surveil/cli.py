@@ -25,3 +25,8 @@ def main() -> None:
 def serve(service: str) -> None:
     """Run one service against Kafka and Redis (configured by environment variables)."""
     importlib.import_module(SERVICES[service]).main()
+
+
+from .anomaly_detection.cli import replay_command  # noqa: E402
+
+main.add_command(replay_command)

@@ -36,23 +36,58 @@ class OutcomeCounts:
         return Fraction(getattr(self, outcome.value), self.total)
 
 
+# outcome_counts(decks) for every shoe Art. 1 allows, as (Banker, Player, Tie): the enumeration's
+# own output, kept so the detectors need not spend seconds enumerating at start-up. The test
+# suite enumerates again and compares (tests/unit/core/test_odds_exact.py).
+OUTCOME_TABLE: dict[int, tuple[int, int, int]] = {
+    6: (403095751234560, 392220492728832, 83552962932288),
+    7: (1023469376328448, 995884732700032, 212268385833280),
+    8: (2292252566437888, 2230518282592256, 475627426473216),
+    9: (4665676262757120, 4540095442933632, 968435421769728),
+    10: (8807402586035200, 8570454841408000, 1828629499384000),
+    11: (15643682376129280, 15222978065896832, 3248754169011648),
+    12: (26425038379143168, 25714619121272832, 5488795281294720),
+}
+
+
+def tabled_outcome_counts(decks: int) -> OutcomeCounts:
+    """``outcome_counts(decks)`` from ``OUTCOME_TABLE``, without enumerating."""
+    return OutcomeCounts(*OUTCOME_TABLE[check_decks(decks)])
+
+
 @cache
 def outcome_counts(decks: int) -> OutcomeCounts:
     """Count every ordered deal of six cards from a full shoe of ``decks`` decks by its outcome.
 
     A round uses four to six cards; counting all six keeps every deal equally likely, so the
-    counts are the published ones (8 decks: 4,998,398,275,503,360 deals in all).
+    counts are the published ones (8 decks: 4,998,398,275,503,360 deals in all). The deals are
+    grown card by card only as far as ``deal`` reads them: once a round is decided, every way
+    to draw the remaining cards of the six counts for its outcome.
     """
     suits = len(Suit)
     in_shoe = [4 * suits * check_decks(decks)] + [suits * decks] * 9  # 10/J/Q/K count 0
+    size = sum(in_shoe)
     counts = {outcome: 0 for outcome in Outcome}
-    for points in itertools.product(range(10), repeat=6):
-        left = list(in_shoe)
+
+    def grow(points: list[int], ways: int) -> None:
+        padded = [_BY_POINTS[v] for v in points] + [_BY_POINTS[0]] * (6 - len(points))
+        coup = deal(padded)
+        if coup.cards_used <= len(points):  # the padding was never read
+            completions = 1
+            for taken in range(len(points), 6):
+                completions *= size - taken
+            counts[coup.result.outcome] += ways * completions
+            return
+        for value in range(10):
+            left = in_shoe[value] - points.count(value)
+            if left:
+                grow([*points, value], ways * left)
+
+    for first_four in itertools.product(range(10), repeat=4):
         ways = 1
-        for value in points:
-            ways *= left[value]
-            left[value] -= 1
-        counts[deal([_BY_POINTS[v] for v in points]).result.outcome] += ways
+        for position, value in enumerate(first_four):
+            ways *= in_shoe[value] - first_four[:position].count(value)
+        grow(list(first_four), ways)
     return OutcomeCounts(counts[Outcome.BANKER], counts[Outcome.PLAYER], counts[Outcome.TIE])
 
 
@@ -91,7 +126,7 @@ def house_edge(spot: Spot, decks: int = 8, commission: Commission = Commission.F
         return -gain / stake
     if spot is Spot.BANKER and commission is Commission.NO_COMMISSION:
         raise ValueError("house_edge covers the no-commission Banker bet only by simulation")
-    counts = outcome_counts(decks)
+    counts = tabled_outcome_counts(decks)
     gain = Fraction(0)
     for outcome in Outcome:
         banker_total = 7 if outcome is Outcome.BANKER else 0  # any total but 6 pays the same here

@@ -15,14 +15,14 @@ Every threshold here is derived in docs/detection.md and measured by bench/detec
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections.abc import Sequence
 from functools import cache
 
 import msgspec
 
-from ..core.odds import outcome_counts
+from ..core.cards import CARDS
+from ..core.odds import tabled_outcome_counts
 from ..core.play import Outcome
 
 # ---- outcome drift ------------------------------------------------------------------------
@@ -36,7 +36,7 @@ DRIFT_TABLE_SHOES = 4  # the table-level test covers the last four shoes
 @cache
 def outcome_probabilities(decks: int) -> tuple[float, float, float]:
     """Exact (Banker, Player, Tie) probabilities of a round dealt from a full shoe."""
-    counts = outcome_counts(decks)
+    counts = tabled_outcome_counts(decks)
     return (counts.banker / counts.total, counts.player / counts.total, counts.tie / counts.total)
 
 
@@ -99,25 +99,31 @@ REPEAT_W = 8  # winnowing window: runs of K + W - 1 = 15 cards are always found
 REPEAT_SHOES_KEPT = 20  # earlier shoes remembered per table
 
 
-def run_hash(cards: Sequence[str]) -> int:
-    return int.from_bytes(hashlib.blake2b(" ".join(cards).encode(), digest_size=8).digest(), "big")
+CARD_NUMBER = {code: number for number, code in enumerate(CARDS)}
+_RUN_SPAN = len(CARDS) ** REPEAT_K
 
 
 class Winnower(msgspec.Struct):
-    """Keeps the minimum hash of every W consecutive K-card runs (winnowing), as cards come."""
+    """Keeps the minimum of every W consecutive K-card runs (winnowing), as cards come.
+
+    A run is fingerprinted exactly, as a base-52 number of its K cards, so two runs share a
+    fingerprint only when they are the same cards in the same order.
+    """
 
     recent_cards: list[str] = []
+    run: int = 0  # the last K cards as a base-52 number
     recent_hashes: list[int] = []
     selected: list[int] = []
 
     def add(self, card: str) -> int | None:
         """Take the next card out of the shoe; return a newly selected fingerprint, if any."""
+        self.run = (self.run * len(CARDS) + CARD_NUMBER[card]) % _RUN_SPAN
         self.recent_cards.append(card)
         if len(self.recent_cards) > REPEAT_K:
             del self.recent_cards[0]
         if len(self.recent_cards) < REPEAT_K:
             return None
-        self.recent_hashes.append(run_hash(self.recent_cards))
+        self.recent_hashes.append(self.run)
         if len(self.recent_hashes) > REPEAT_W:
             del self.recent_hashes[0]
         if len(self.recent_hashes) < REPEAT_W:

@@ -101,6 +101,7 @@ class Shoe(msgspec.Struct):
     burned: dict[int, str] = {}  # index -> round id ("" at the shoe's start)
     dealt: dict[int, str] = {}  # index -> round id
     start_burn_checked: bool = False
+    accounted_upto: int = 0  # every card read up to this index is burned, dealt, or reported
     round_spans: list[tuple[int, int]] = []  # first and last hand index of each checked round
     demo_rounds: int = 0
     outcomes: list[int] = msgspec.field(default_factory=lambda: [0, 0, 0])  # Banker, Player, Tie of its checked, non-demo rounds
@@ -117,6 +118,7 @@ class TableState(msgspec.Struct):
     rounds: dict[str, Round] = {}
     round_order: list[str] = []
     current_round: str | None = None
+    unchecked: list[str] = []  # completed rounds waiting for the shoe stream, in order
     settlement_seen: bool = False
     orphan_settlements: list[SettlementEvent] = []  # for rounds the table stream has not opened (yet)
     earlier_fingerprints: list[list[int]] = []  # winnowed runs of earlier shoes, newest last
@@ -197,9 +199,9 @@ class TableWatch:
         """The input ended: check what still waits for events that will not come."""
         time = self._last_time
         if time is not None:
-            for rnd in self._rounds():
-                if rnd.completed is not None and not rnd.checked:
-                    self._check_round(rnd, time)
+            for round_id in self.state.unchecked:
+                self._check_round(self.state.rounds[round_id], time)
+            self.state.unchecked = []
             for shoe_id in list(self.state.shoe_order):
                 shoe = self.state.shoes[shoe_id]
                 if shoe.ended:
@@ -454,6 +456,7 @@ class TableWatch:
         if rnd is None or rnd.ended:
             return
         rnd.completed = d
+        self.state.unchecked.append(rnd.round_id)
         self._squeeze(rnd, event.time)
         self._patron_facts(rnd, event.time)
         self._check_ready_rounds(event.time)
@@ -491,13 +494,17 @@ class TableWatch:
     # ---- round checks (need both streams) -----------------------------------------------------
 
     def _check_ready_rounds(self, time: datetime) -> None:
-        for rnd in self._rounds():
-            if rnd.completed is None or rnd.checked:
-                continue
+        """Check, in order, the completed rounds whose cards the shoe stream has all read."""
+        waiting = self.state.unchecked
+        while waiting:
+            rnd = self.state.rounds[waiting[0]]
+            assert rnd.completed is not None
             shoe = self.state.shoes.get(rnd.shoe_id)
             needed = max((c.index for c in (*rnd.completed.player, *rnd.completed.banker)), default=0)
-            if shoe is None or shoe.ended or shoe.last_index >= needed:
-                self._check_round(rnd, time)
+            if not (shoe is None or shoe.ended or shoe.last_index >= needed):
+                return
+            waiting.pop(0)
+            self._check_round(rnd, time)
 
     def _check_round(self, rnd: Round, time: datetime) -> None:
         c = rnd.completed
@@ -554,13 +561,14 @@ class TableWatch:
         return found
 
     def _unaccounted(self, shoe: Shoe, up_to: int) -> list[Finding]:
-        """Cards that left the shoe before ``up_to`` and are neither burned nor in a hand."""
+        """Cards that left the shoe up to ``up_to`` and are neither burned nor in a hand (each
+        index is looked at once)."""
         found = []
-        for index in sorted(i for i in shoe.reads if i <= up_to):
-            if index in shoe.burned or index in shoe.dealt:
+        start, shoe.accounted_upto = shoe.accounted_upto, max(shoe.accounted_upto, up_to)
+        for index in range(start + 1, up_to + 1):
+            card = shoe.reads.get(index)
+            if card is None or index in shoe.burned or index in shoe.dealt:
                 continue
-            shoe.burned[index] = "?"  # reported once
-            card = shoe.reads[index]
             found.append(
                 Finding(
                     AlertCode.CARD_UNACCOUNTED,
@@ -596,9 +604,9 @@ class TableWatch:
         if shoe.finalized:
             return
         shoe.finalized = True
-        for rnd in self._rounds():
-            if rnd.shoe_id == shoe.shoe_id and rnd.completed is not None and not rnd.checked:
-                self._check_round(rnd, time)
+        for round_id in [r for r in self.state.unchecked if self.state.rounds[r].shoe_id == shoe.shoe_id]:
+            self.state.unchecked.remove(round_id)
+            self._check_round(self.state.rounds[round_id], time)
         for finding in self._unaccounted(shoe, up_to=shoe.last_index):
             self._raise(finding, Context(self.state.table_id, f"shoe:{shoe.shoe_id}:{finding.evidence['index']}", shoe_id=shoe.shoe_id), time)
         self._drift(shoe, time)
