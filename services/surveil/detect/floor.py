@@ -2,7 +2,9 @@
 (patrons and dealers move between tables). Pure: events in, alert events out.
 
 ``Floor.feed`` takes any event of the shoe, table and settlement streams; ``flush`` says the input
-ended. Both return ``baccarat.alert.raised`` events, never the same alert id twice.
+ended. Both return ``baccarat.alert.raised`` events, never the same alert id twice. The live
+service runs the same pieces on faust: ``TableWatch`` keyed by table, ``chart_finding`` keyed
+by patron or dealer.
 """
 
 from __future__ import annotations
@@ -14,15 +16,49 @@ from ..core.findings import AlertCode, Finding
 from ..events.models import AlertRaised, Event
 from . import patterns
 from .alerts import Context, raise_alert
-from .table import DealerRound, Fact, PatronBet, Raised, TableState, TableWatch
+from .table import Fact, PatronBet, Raised, TableState, TableWatch
+
+
+def chart_finding(chart: patterns.Cusum, fact: Fact) -> Raised | None:
+    """Add ``fact`` to its patron's or dealer's chart; the alert when the chart signals."""
+    if isinstance(fact, PatronBet):
+        if not chart.update(fact.won, *patterns.PATRON_STEPS, patterns.PATRON_THRESHOLD):
+            return None
+        rate = chart.hits / chart.trials
+        finding = Finding(
+            AlertCode.PATRON_WIN_RATE,
+            "Art. 11-12",
+            f"Patron {fact.patron_id} has won {chart.hits} of {chart.trials} decided Player/Banker bets "
+            f"({rate:.0%}); a fair game gives about 50%.",
+            {
+                "wins": chart.hits,
+                "decided_bets": chart.trials,
+                "win_rate": round(rate, 4),
+                "in_control_rate": patterns.PATRON_P0,
+                "last_bet": fact.bet_id,
+                "stake": fact.amount,
+            },
+        )
+        context = Context(fact.table_id, f"{fact.key}:{chart.signalled}", round_id=fact.round_id, patron_id=fact.patron_id, floor_wide=True)
+        return Raised(finding, context, fact.time)
+    if not chart.update(bool(fact.errors), *patterns.DEALER_STEPS, patterns.DEALER_THRESHOLD):
+        return None
+    finding = Finding(
+        AlertCode.DEALER_ERROR_RATE,
+        "Art. 10",
+        f"Dealer {fact.dealer_id} has made dealing errors in {chart.hits} of {chart.trials} rounds, "
+        f"far above the usual one in {round(1 / patterns.DEALER_P0)}.",
+        {"rounds_with_errors": chart.hits, "rounds": chart.trials, "in_control_rate": patterns.DEALER_P0, "last_errors": list(fact.errors)},
+    )
+    context = Context(fact.table_id, f"{fact.key}:{chart.signalled}", round_id=fact.round_id, dealer_id=fact.dealer_id, floor_wide=True)
+    return Raised(finding, context, fact.time)
 
 
 class Floor:
     def __init__(self, profile_override: str | None = None) -> None:
         self.profile_override = profile_override
         self.tables: dict[str, TableWatch] = {}
-        self.patrons: dict[str, patterns.Cusum] = {}
-        self.dealers: dict[str, patterns.Cusum] = {}
+        self.charts: dict[str, patterns.Cusum] = {}
         self.raised_ids: set[str] = set()
         self.findings_by_rule: Counter[str] = Counter()
 
@@ -49,7 +85,9 @@ class Floor:
     def _alerts(self, raised: Iterable[Raised], facts: Iterable[Fact]) -> list[AlertRaised]:
         everything = list(raised)
         for fact in facts:
-            everything += self._pattern(fact)
+            found = chart_finding(self.charts.setdefault(fact.key, patterns.Cusum()), fact)
+            if found:
+                everything.append(found)
         alerts = []
         for item in everything:
             alert = raise_alert(item.finding, item.context, item.time)
@@ -59,61 +97,3 @@ class Floor:
             self.findings_by_rule[alert.data.rule] += 1
             alerts.append(alert)
         return alerts
-
-    def _pattern(self, fact: Fact) -> list[Raised]:
-        if isinstance(fact, PatronBet):
-            return self._patron(fact)
-        return self._dealer(fact)
-
-    def _patron(self, fact: PatronBet) -> list[Raised]:
-        chart = self.patrons.setdefault(fact.patron_id, patterns.Cusum())
-        if not chart.update(fact.won, *patterns.PATRON_STEPS, patterns.PATRON_THRESHOLD):
-            return []
-        rate = chart.hits / chart.trials
-        finding = Finding(
-            AlertCode.PATRON_WIN_RATE,
-            "Art. 11-12",
-            f"Patron {fact.patron_id} has won {chart.hits} of {chart.trials} decided Player/Banker bets "
-            f"({rate:.0%}); a fair game gives about 50%.",
-            {
-                "wins": chart.hits,
-                "decided_bets": chart.trials,
-                "win_rate": round(rate, 4),
-                "in_control_rate": patterns.PATRON_P0,
-                "last_bet": fact.bet_id,
-                "stake": fact.amount,
-            },
-        )
-        context = Context(
-            fact.table_id,
-            f"patron:{fact.patron_id}:{chart.signalled}",
-            round_id=fact.round_id,
-            patron_id=fact.patron_id,
-            floor_wide=True,
-        )
-        return [Raised(finding, context, fact.time)]
-
-    def _dealer(self, fact: DealerRound) -> list[Raised]:
-        chart = self.dealers.setdefault(fact.dealer_id, patterns.Cusum())
-        if not chart.update(bool(fact.errors), *patterns.DEALER_STEPS, patterns.DEALER_THRESHOLD):
-            return []
-        finding = Finding(
-            AlertCode.DEALER_ERROR_RATE,
-            "Art. 10",
-            f"Dealer {fact.dealer_id} has made dealing errors in {chart.hits} of {chart.trials} rounds, "
-            f"far above the usual one in {round(1 / patterns.DEALER_P0)}.",
-            {
-                "rounds_with_errors": chart.hits,
-                "rounds": chart.trials,
-                "in_control_rate": patterns.DEALER_P0,
-                "last_errors": list(fact.errors),
-            },
-        )
-        context = Context(
-            fact.table_id,
-            f"dealer:{fact.dealer_id}:{chart.signalled}",
-            round_id=fact.round_id,
-            dealer_id=fact.dealer_id,
-            floor_wide=True,
-        )
-        return [Raised(finding, context, fact.time)]

@@ -135,9 +135,8 @@ class Raised:
     time: datetime
 
 
-@dataclass(frozen=True, slots=True)
-class PatronBet:
-    """A decided Player/Banker bet, for the patron win-rate chart."""
+class PatronBet(msgspec.Struct, frozen=True, tag=True):
+    """A decided Player/Banker bet, for the patron win-rate chart (keyed by patron)."""
 
     patron_id: str
     table_id: str
@@ -147,16 +146,23 @@ class PatronBet:
     amount: int
     time: datetime
 
+    @property
+    def key(self) -> str:
+        return f"patron:{self.patron_id}"
 
-@dataclass(frozen=True, slots=True)
-class DealerRound:
-    """A round a dealer dealt, and whether it had a dealing error, for the dealer error chart."""
+
+class DealerRound(msgspec.Struct, frozen=True, tag=True):
+    """A round a dealer dealt, and its dealing errors, for the dealer error chart (keyed by dealer)."""
 
     dealer_id: str
     table_id: str
     round_id: str
     errors: tuple[str, ...]
     time: datetime
+
+    @property
+    def key(self) -> str:
+        return f"dealer:{self.dealer_id}"
 
 
 Fact = Union[PatronBet, DealerRound]
