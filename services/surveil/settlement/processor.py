@@ -1,13 +1,23 @@
-"""Settlement: every bet of every completed round paid once, by Art. 12, 13, 17 and 18.
+"""Settlement: every bet of every completed round paid once, by Art. 10, 12, 13, 17 and 18.
 
-Reads ``baccarat.table``; for each completed round settles each bet (win, lose, or carried on a
-tie), for a voided round returns every stake (push), publishes ``baccarat.bet.settled`` and
-``baccarat.round.settled``, and books each settlement in the ledger (``ledger.py``). Input that
-cannot be settled is rejected to the dead-letter topic and changes nothing.
+Reads ``baccarat.table``. A round's bets are kept from ``round.opened`` to its end; then each
+bet is settled by ``core.money.settle`` with the commission of the round's house profile (a
+round voided under Art. 10 returns every stake), ``baccarat.bet.settled`` and
+``baccarat.round.settled`` are published, and the round is booked in the ledger
+(``ledger.py``). Player and Banker bets on a tie are settled ``carried`` (Art. 12) and join the
+table's next round when its ``round.opened`` names them.
+
+Settlement pays the bets as the table recorded them, by the result the table declared. Irregular
+play that can still be paid (a late bet, a bet under the minimum, a forbidden change after a tie,
+a declared result the cards contradict) is the detectors' to flag. What cannot be settled is
+rejected, to the dead-letter topic, before anything changes: an unknown round or bet, a round
+opened or ended twice, a bet placed twice, a stake that is not positive, a spot the house does
+not offer.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from datetime import datetime
 from typing import ClassVar
@@ -17,15 +27,14 @@ import msgspec
 from ..core import money
 from ..core.money import BetResult, Settlement, Spot
 from ..core.play import RoundResult
-from ..core.profiles import InvalidProfileError, load_profile
+from ..core.profiles import HouseProfile, InvalidProfileError, load_profile
 from ..events import codec
 from ..events import models as m
 from ..runtime.processor import Rejected
 from ..runtime.state import State
-from . import ledger
+from . import ledger, metrics
 
 SOURCE = "settlement"
-REMEMBERED_ROUNDS = 64  # ended rounds remembered per table, to refuse a round completed twice
 
 
 class OpenBet(msgspec.Struct):
@@ -35,15 +44,24 @@ class OpenBet(msgspec.Struct):
     amount: int
 
 
-class Book(msgspec.Struct):
-    """One table's open round and its bets."""
+class OpenRound(msgspec.Struct):
+    """A round between its opening and its end: the house profile in force and the bets."""
 
     table_id: str
-    round_id: str | None = None
-    profile: str = ""
+    round_id: str
+    profile: str
     bets: dict[str, OpenBet] = {}
-    carried: dict[str, OpenBet] = {}  # Player/Banker bets left on the last tie (Art. 12)
-    ended_rounds: list[str] = []
+
+
+class CarriedBets(msgspec.Struct):
+    """Player and Banker bets left on a table's last tie (Art. 12), for its next round."""
+
+    bets: dict[str, OpenBet] = {}
+
+
+def _reject(kind: str, reason: str) -> Rejected:
+    metrics.REJECTIONS.labels(kind).inc()
+    return Rejected(reason)
 
 
 class SettlementProcessor:
@@ -54,86 +72,87 @@ class SettlementProcessor:
         handler = _HANDLERS.get(type(event))
         if handler is None:
             return ()
-        key = state.key("book", event.subject)
-        book = state.get(key, Book) or Book(event.subject)
-        outputs = handler(self, book, event, state)
-        state.put(key, book)
-        return outputs
+        table_id = event.data.table_id  # type: ignore[attr-defined]
+        if event.subject != table_id:
+            raise _reject("invalid", f"event {event.id}: subject {event.subject} is not its table {table_id}")
+        return handler(self, event, state)
 
-    # ---- the round's bets ---------------------------------------------------------------------
+    # ---- opening a round and its bets -------------------------------------------------------
 
-    def _opened(self, book: Book, event: m.RoundOpened, state: State) -> list[m.Event]:
+    def _opened(self, event: m.RoundOpened, state: State) -> list[m.Event]:
         d = event.data
-        if d.round_id == book.round_id or d.round_id in book.ended_rounds:
-            raise Rejected(f"round {d.round_id} was already opened")
+        if self._open_round(state, d.table_id, d.round_id) is not None or ledger.is_settled(state, d.table_id, d.round_id):
+            raise _reject("duplicate", f"round {d.round_id} at {d.table_id} was already opened")
         try:
             load_profile(d.profile)
         except InvalidProfileError as error:
-            raise Rejected(f"round {d.round_id}: {error}") from None
-        book.round_id, book.profile = d.round_id, d.profile
-        book.bets = {bet_id: book.carried[bet_id] for bet_id in d.carried_bet_ids if bet_id in book.carried}
-        book.carried = {}
+            raise _reject("invalid", f"round {d.round_id}: {error}") from None
+        carried_key = state.key("carried", d.table_id)
+        carried = state.get(carried_key, CarriedBets) or CarriedBets()
+        # A carried bet the round does not name was withdrawn (Art. 12(1)): its stake went back,
+        # and the ledger never counted it. An id settlement never carried names a bet it already
+        # refused or still holds in an unsettled round: that was dead-lettered at the time.
+        bets = {bet_id: carried.bets[bet_id] for bet_id in d.carried_bet_ids if bet_id in carried.bets}
+        if carried.bets:
+            state.delete(carried_key)
+        state.put(self._round_key(state, d.table_id, d.round_id), OpenRound(d.table_id, d.round_id, d.profile, bets))
         return []
 
-    def _placed(self, book: Book, event: m.BetPlaced, state: State) -> list[m.Event]:
+    def _placed(self, event: m.BetPlaced, state: State) -> list[m.Event]:
         d = event.data
-        self._check_open(book, d.round_id)
-        if d.bet_id in book.bets:
-            raise Rejected(f"bet {d.bet_id} was already placed on round {d.round_id}")
-        if d.amount <= 0:
-            raise Rejected(f"bet {d.bet_id}: a stake of {d.amount} cannot be settled")
-        book.bets[d.bet_id] = OpenBet(d.bet_id, d.patron_id, d.spot, d.amount)
+        open_round = self._require_open(state, d.table_id, d.round_id)
+        if d.bet_id in open_round.bets:
+            raise _reject("duplicate", f"bet {d.bet_id} was already placed on round {d.round_id}")
+        self._check_stake(open_round, d.bet_id, d.spot, d.amount)
+        open_round.bets[d.bet_id] = OpenBet(d.bet_id, d.patron_id, d.spot, d.amount)
+        state.put(self._round_key(state, d.table_id, d.round_id), open_round)
         return []
 
-    def _changed(self, book: Book, event: m.BetChanged, state: State) -> list[m.Event]:
+    def _changed(self, event: m.BetChanged, state: State) -> list[m.Event]:
         d = event.data
-        bet = self._open_bet(book, d.round_id, d.bet_id)
-        if d.amount <= 0:
-            raise Rejected(f"bet {d.bet_id}: a stake of {d.amount} cannot be settled")
+        open_round = self._require_open(state, d.table_id, d.round_id)
+        bet = self._require_bet(open_round, d.bet_id)
+        self._check_stake(open_round, d.bet_id, d.spot, d.amount)
         bet.spot, bet.amount = d.spot, d.amount
+        state.put(self._round_key(state, d.table_id, d.round_id), open_round)
         return []
 
-    def _withdrawn(self, book: Book, event: m.BetWithdrawn, state: State) -> list[m.Event]:
+    def _withdrawn(self, event: m.BetWithdrawn, state: State) -> list[m.Event]:
         d = event.data
-        self._open_bet(book, d.round_id, d.bet_id)
-        del book.bets[d.bet_id]
+        open_round = self._require_open(state, d.table_id, d.round_id)
+        self._require_bet(open_round, d.bet_id)
+        del open_round.bets[d.bet_id]
+        state.put(self._round_key(state, d.table_id, d.round_id), open_round)
         return []
 
-    def _check_open(self, book: Book, round_id: str) -> None:
-        if round_id in book.ended_rounds:
-            raise Rejected(f"round {round_id} has already ended")
-        if round_id != book.round_id:
-            raise Rejected(f"unknown round {round_id}")
+    # ---- ending a round ---------------------------------------------------------------------
 
-    def _open_bet(self, book: Book, round_id: str, bet_id: str) -> OpenBet:
-        self._check_open(book, round_id)
-        bet = book.bets.get(bet_id)
-        if bet is None:
-            raise Rejected(f"unknown bet {bet_id} on round {round_id}")
-        return bet
-
-    # ---- settling -----------------------------------------------------------------------------
-
-    def _completed(self, book: Book, event: m.RoundCompleted, state: State) -> list[m.Event]:
+    def _completed(self, event: m.RoundCompleted, state: State) -> list[m.Event]:
         d = event.data
-        self._check_open(book, d.round_id)
+        open_round = self._require_open(state, d.table_id, d.round_id)
         result = RoundResult(d.player_total, d.banker_total, d.outcome, d.player_pair, d.banker_pair)
-        commission = load_profile(book.profile).commission
-        settled = [(bet, money.settle(bet.spot, bet.amount, result, commission)) for bet in book.bets.values()]
-        book.carried = {bet.bet_id: bet for bet, s in settled if s.result is BetResult.CARRIED}
-        return self._book(book, d.round_id, settled, event.time, state)
+        commission = _profile(open_round).commission
+        settled = [(bet, money.settle(bet.spot, bet.amount, result, commission)) for bet in open_round.bets.values()]
+        carried = {bet.bet_id: bet for bet, s in settled if s.result is BetResult.CARRIED}
+        if carried:
+            carried_key = state.key("carried", d.table_id)
+            waiting = state.get(carried_key, CarriedBets) or CarriedBets()
+            state.put(carried_key, CarriedBets({**waiting.bets, **carried}))
+        return self._settle(state, open_round, settled, str(d.outcome), event.time)
 
-    def _voided(self, book: Book, event: m.RoundVoided, state: State) -> list[m.Event]:
+    def _voided(self, event: m.RoundVoided, state: State) -> list[m.Event]:
         d = event.data
-        self._check_open(book, d.round_id)
-        book.carried = {}
-        return self._book(book, d.round_id, [(bet, money.VOID) for bet in book.bets.values()], event.time, state)
+        open_round = self._require_open(state, d.table_id, d.round_id)
+        settled = [(bet, money.VOID) for bet in open_round.bets.values()]  # Art. 10
+        return self._settle(state, open_round, settled, ledger.VOID, event.time)
 
-    def _book(
-        self, book: Book, round_id: str, settled: list[tuple[OpenBet, Settlement]], time: datetime, state: State
+    def _settle(
+        self, state: State, open_round: OpenRound, settled: list[tuple[OpenBet, Settlement]], outcome: str, at: datetime
     ) -> list[m.Event]:
-        table_id = book.table_id
+        table_id, round_id = open_round.table_id, open_round.round_id
+        source = f"{SOURCE}/{table_id}"
         totals = money.RoundTotals()
+        bets: list[m.BetSettledData] = []
         outputs: list[m.Event] = []
         for bet, settlement in settled:
             totals = totals.add(bet.amount, settlement)
@@ -148,8 +167,8 @@ class SettlementProcessor:
                 net=settlement.net,
                 commission=settlement.commission,
             )
-            ledger.book_bet(state, data, time)
-            outputs.append(codec.make(m.BetSettled, data, id=f"bet-settled:{round_id}:{bet.bet_id}", source=SOURCE, time=time))
+            bets.append(data)
+            outputs.append(codec.make(m.BetSettled, data, id=f"{table_id}:{round_id}:{bet.bet_id}:settled", source=source, time=at))
         round_data = m.RoundSettledData(
             table_id=table_id,
             round_id=round_id,
@@ -158,11 +177,71 @@ class SettlementProcessor:
             commission=totals.commission,
             house_net=totals.house_net,
         )
-        ledger.book_round(state, round_data, time)
-        outputs.append(codec.make(m.RoundSettled, round_data, id=f"round-settled:{round_id}", source=SOURCE, time=time))
-        book.round_id, book.bets = None, {}
-        book.ended_rounds = [*book.ended_rounds[-(REMEMBERED_ROUNDS - 1):], round_id]
+        outputs.append(codec.make(m.RoundSettled, round_data, id=f"{table_id}:{round_id}:settled", source=source, time=at))
+        record = ledger.RoundRecord(
+            table_id=table_id,
+            round_id=round_id,
+            shift=ledger.shift_of(at),
+            time=at,
+            outcome=outcome,
+            staked=totals.staked,
+            paid_out=totals.paid_out,
+            commission=totals.commission,
+            house_net=totals.house_net,
+            bet_ids=[bet.bet_id for bet in bets],
+        )
+        ledger.book(state, record, bets)
+        state.delete(self._round_key(state, table_id, round_id))
+        _observe(record, bets)
         return outputs
+
+    # ---- checks (before anything changes) -------------------------------------------------------
+
+    @staticmethod
+    def _round_key(state: State, table_id: str, round_id: str) -> str:
+        return state.key("open", table_id, round_id)
+
+    def _open_round(self, state: State, table_id: str, round_id: str) -> OpenRound | None:
+        return state.get(self._round_key(state, table_id, round_id), OpenRound)
+
+    def _require_open(self, state: State, table_id: str, round_id: str) -> OpenRound:
+        open_round = self._open_round(state, table_id, round_id)
+        if open_round is not None:
+            return open_round
+        if ledger.is_settled(state, table_id, round_id):
+            raise _reject("duplicate", f"round {round_id} at {table_id} was already settled")
+        raise _reject("unknown", f"unknown round {round_id} at {table_id}")
+
+    @staticmethod
+    def _require_bet(open_round: OpenRound, bet_id: str) -> OpenBet:
+        bet = open_round.bets.get(bet_id)
+        if bet is None:
+            raise _reject("unknown", f"unknown bet {bet_id} on round {open_round.round_id}")
+        return bet
+
+    @staticmethod
+    def _check_stake(open_round: OpenRound, bet_id: str, spot: Spot, amount: int) -> None:
+        if amount <= 0:
+            raise _reject("invalid", f"bet {bet_id}: a stake of {amount} cannot be settled")
+        profile = _profile(open_round)
+        if not profile.offers(spot):
+            raise _reject("invalid", f"bet {bet_id}: the {profile.name} house does not offer {spot} bets (Art. 13)")
+
+
+def _profile(open_round: OpenRound) -> HouseProfile:
+    return load_profile(open_round.profile)  # checked when the round opened
+
+
+def _observe(record: ledger.RoundRecord, bets: list[m.BetSettledData]) -> None:
+    table = record.table_id
+    metrics.STAKED.labels(table).inc(record.staked)
+    metrics.PAID_OUT.labels(table).inc(record.paid_out)
+    metrics.COMMISSION.labels(table).inc(record.commission)
+    metrics.HOUSE_NET.labels(table).inc(record.house_net)
+    metrics.ROUNDS.labels(record.outcome).inc()
+    for bet in bets:
+        metrics.BETS.labels(bet.result.value, bet.spot.value).inc()
+    metrics.LAG_SECONDS.observe(max(time.time() - record.time.timestamp(), 0.0))
 
 
 _HANDLERS = {

@@ -14,8 +14,8 @@ from .processor import SettlementProcessor
 def main() -> None:
     settings = Settings.from_env(SettlementProcessor.name)
     logs.configure(settings.service, settings.log_level)
-    metrics.serve(settings.metrics_port)
-    backend = RedisBackend(redis.Redis.from_url(settings.redis_url))
+    metrics.serve(settings.metrics_port)  # the settlement metrics register in the same registry
+    backend = RedisBackend(redis.Redis.from_url(settings.redis_url), settings.redis_prefix)
     runner = KafkaRunner(SettlementProcessor(), settings, backend)
     runner.stop_on_signals()
     runner.run()
