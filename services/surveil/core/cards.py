@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 
 
@@ -60,10 +60,11 @@ class Card:
 
     rank: Rank
     suit: Suit
+    # Art. 5, looked up once per card: the checks read it for every card of every round.
+    points: int = field(init=False, repr=False, compare=False)
 
-    @property
-    def points(self) -> int:
-        return _RANK_POINTS[self.rank]
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "points", _RANK_POINTS[self.rank])
 
     @property
     def code(self) -> str:

@@ -8,9 +8,10 @@ every way the round departs from the rules, each finding naming its alert code a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
+
+import msgspec
 
 from .cards import Card
 from .findings import AlertCode, Finding
@@ -24,7 +25,10 @@ class Outcome(StrEnum):
 
 def hand_total(cards: Sequence[Card]) -> int:
     """Art. 5: the sum of the card values, modulo 10 (9 is best, "10 points" is 0)."""
-    return sum(card.points for card in cards) % 10
+    total = 0
+    for card in cards:
+        total += card.points
+    return total % 10
 
 
 def is_natural(two_card_total: int) -> bool:
@@ -32,8 +36,7 @@ def is_natural(two_card_total: int) -> bool:
     return two_card_total >= 8
 
 
-@dataclass(frozen=True, slots=True)
-class DrawRule:
+class DrawRule(msgspec.Struct, frozen=True):
     """A draw decision and the clause of Art. 9 that makes it."""
 
     draws: bool
@@ -102,8 +105,12 @@ BANKER_DRAWS: tuple[tuple[bool, ...], ...] = tuple(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class RoundResult:
+def _banker_draws(banker_two: int, player_two: int, player_third_points: int) -> bool:
+    """``banker_rule(...).draws`` from the flat lookup; ``player_third_points`` 10: no third card."""
+    return player_two < 8 and BANKER_DRAWS[banker_two][player_third_points]
+
+
+class RoundResult(msgspec.Struct, frozen=True):
     """What a round's cards say: totals (Art. 5), outcome (Art. 11-12), pairs (Art. 13)."""
 
     player_total: int
@@ -139,8 +146,7 @@ def result_of(player: Sequence[Card], banker: Sequence[Card]) -> RoundResult:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Coup:
+class Coup(msgspec.Struct, frozen=True):
     """A round played by the rules: the hands in the order dealt, and the result."""
 
     player: tuple[Card, ...]
@@ -168,13 +174,12 @@ def deal(cards: Sequence[Card]) -> Coup:
         player.append(cards[next_card])
         third = cards[next_card].points
         next_card += 1
-    if player_two < 8 and BANKER_DRAWS[banker_two][third]:
+    if _banker_draws(banker_two, player_two, third):
         banker.append(cards[next_card])
     return Coup(tuple(player), tuple(banker), result_of(player, banker))
 
 
-@dataclass(frozen=True, slots=True)
-class DealtCard:
+class DealtCard(msgspec.Struct, frozen=True):
     """A card as it reached a hand: its 1-based shoe index (burns included) and the card."""
 
     index: int
@@ -212,13 +217,14 @@ def check_play(
     player_third = (
         player[2].card if len(player) >= 3 and (len(banker) < 3 or player[2].index < banker[2].index) else None
     )
-    expected = player_rule(player_two, banker_two)
+    # The flat lookups decide; the rule functions name the clause when a draw was wrong.
     drawn = len(player) - 2
-    if drawn != int(expected.draws):
+    if drawn != PLAYER_DRAWS[player_two][banker_two]:
+        expected = player_rule(player_two, banker_two)
         findings.append(_draw_finding("Player", player, banker, expected, drawn, player_two, banker_two))
-    expected = banker_rule(banker_two, player_two, player_third)
     drawn = len(banker) - 2
-    if drawn != int(expected.draws):
+    if drawn != _banker_draws(banker_two, player_two, _NO_THIRD if player_third is None else player_third.points):
+        expected = banker_rule(banker_two, player_two, player_third)
         findings.append(_draw_finding("Banker", player, banker, expected, drawn, player_two, banker_two))
     return findings + _check_result(player, banker, declared)
 
@@ -238,16 +244,26 @@ def _hands_evidence(player: Sequence[DealtCard], banker: Sequence[DealtCard]) ->
 
 def _check_order(player: Sequence[DealtCard], banker: Sequence[DealtCard]) -> Finding | None:
     """Art. 7: P, B, P, B by shoe index, then the Player's third card, then the Banker's."""
+    # Dealt right, the shoe indices rise in that order: the usual case needs no more.
+    previous = 0
+    for dealt_card in (player[0], banker[0], player[1], banker[1], *player[2:], *banker[2:]):
+        if dealt_card.index <= previous:
+            break
+        previous = dealt_card.index
+    else:
+        return None
     expected = "PBPB" + "P" * (len(player) - 2) + "B" * (len(banker) - 2)
     dealt = sorted([(c.index, "P") for c in player] + [(c.index, "B") for c in banker])
     seen = "".join(hand for _, hand in dealt)
-    in_hand_order = all(a.index < b.index for hand in (player, banker) for a, b in zip(hand, hand[1:]))
-    if seen == expected and in_hand_order:
-        return None
+    summary = (
+        f"Cards left the shoe in the order {seen} instead of {expected}."
+        if seen != expected
+        else "A hand holds its cards out of the order they left the shoe (or one shoe index twice)."
+    )
     return Finding(
         AlertCode.DEAL_ORDER,
         "Art. 7",
-        f"Cards left the shoe in the order {seen} instead of {expected}.",
+        summary,
         {**_hands_evidence(player, banker), "expected_order": expected, "seen_order": seen},
     )
 
@@ -291,7 +307,7 @@ def _check_result(
         return []
     differences = {
         name: {"declared": _plain(getattr(declared, name)), "cards_say": _plain(getattr(actual, name))}
-        for name in RoundResult.__slots__
+        for name in RoundResult.__struct_fields__
         if getattr(declared, name) != getattr(actual, name)
     }
     article = _result_article(differences)

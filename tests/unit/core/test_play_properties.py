@@ -33,7 +33,8 @@ from __future__ import annotations
 
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from typing import Any
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
@@ -130,6 +131,11 @@ def legal_round(cards: Sequence[Card], first_index: int) -> LegalRound:
     assert [d.card for d in player] == list(coup.player), "deal broke Art. 7 (Player cards)"
     assert [d.card for d in banker] == list(coup.banker), "deal broke Art. 7 (Banker cards)"
     return LegalRound(player, banker, at[following], coup)
+
+
+def replace(result: RoundResult, **changes: Any) -> RoundResult:
+    fields = ("player_total", "banker_total", "outcome", "player_pair", "banker_pair")
+    return RoundResult(**{**{name: getattr(result, name) for name in fields}, **changes})
 
 
 def codes(findings: list[Finding]) -> list[AlertCode]:
