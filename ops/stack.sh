@@ -62,9 +62,10 @@ port_free_or_die() {
 spawn() {
   local pidfile=$1 log=$2
   shift 2
+  rm -f "$pidfile"
   setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "$@" </dev/null >>"$log" 2>&1 &
   for _ in {1..50}; do [[ -s $pidfile ]] && return 0; sleep 0.1; done
-  die "could not start $1"
+  die "could not start $1 (see $log)"
 }
 
 # Stops pid $2 (name $1) with signal $3, then SIGKILL if it outlives STOP_TIMEOUT; then waits
@@ -186,7 +187,8 @@ redis_start() {
     # No config file: Debian's /etc/redis/redis.conf belongs to the system service.
     redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$RDIR" \
       --appendonly yes --appendfsync everysec \
-      --daemonize yes --pidfile "$RDIR/redis.pid" --logfile "$RDIR/redis.log"
+      --daemonize yes --pidfile "$RDIR/redis.pid" --logfile "$RDIR/redis.log" ||
+      die "redis-server would not start, see $RDIR/redis.log"
   fi
   for _ in {1..100}; do
     [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null) == PONG ]] && { say "redis: PING answered"; return; }
@@ -275,7 +277,7 @@ case $cmd in
     prometheus_stop
     if [[ ${1:-} == --wipe ]]; then
       say "wiping the data in .stack/ (the Kafka jars stay)"
-      rm -rf "$KDIR/data" "$KDIR/server.properties" "$KDIR/kafka.log" "$RDIR" "$PDIR"
+      rm -rf "$KDIR/data" "$KDIR/server.properties" "$KDIR"/kafka.log* "$RDIR" "$PDIR"
     fi
     ;;
   status) status ;;
