@@ -171,3 +171,9 @@ def test_a_whole_shoe_taken_has_no_overcount_and_nothing_left() -> None:
 def test_suits_and_ranks_are_the_contract_spelling() -> None:
     assert [r.value for r in Rank] == CONTRACT_RANKS
     assert [s.value for s in Suit] == CONTRACT_SUITS
+
+
+def test_shoe_composition_takes_contract_codes_too() -> None:
+    shoe = ShoeComposition(decks=6)
+    assert [shoe.take("QH") for _ in range(7)] == [True] * 6 + [False]
+    assert shoe.remaining(Card.parse("QH")) == 0
