@@ -30,3 +30,8 @@ def serve(service: str) -> None:
 from .anomaly_detection.cli import replay_command  # noqa: E402
 
 main.add_command(replay_command)
+
+from .settlement.cli import ledger, reconcile  # noqa: E402
+
+main.add_command(ledger)
+main.add_command(reconcile)

@@ -18,6 +18,7 @@ not offer.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
 from typing import ClassVar
@@ -239,8 +240,8 @@ def _observe(record: ledger.RoundRecord, bets: list[m.BetSettledData]) -> None:
     metrics.COMMISSION.labels(table).inc(record.commission)
     metrics.HOUSE_NET.labels(table).inc(record.house_net)
     metrics.ROUNDS.labels(record.outcome).inc()
-    for bet in bets:
-        metrics.BETS.labels(bet.result.value, bet.spot.value).inc()
+    for (result, spot), count in Counter((bet.result, bet.spot) for bet in bets).items():
+        metrics.BETS.labels(result.value, spot.value).inc(count)
     metrics.LAG_SECONDS.observe(max(time.time() - record.time.timestamp(), 0.0))
 
 
