@@ -134,7 +134,7 @@ def _player_totals_for(banker_two: int, column: int | str) -> list[int]:
 @pytest.mark.parametrize("banker_two", range(10), ids=lambda b: f"banker{b}")
 def test_art9_3_4_banker_rule_case_by_case(banker_two: int, column: int | str) -> None:
     cell = BANKER_GRID[banker_two][column]
-    thirds: list[Card | None] = [None] if column == STOOD else cards_worth(int(column))
+    thirds: list[Card | None] = [None] if column == STOOD else [*cards_worth(int(column))]
     for player_two in _player_totals_for(banker_two, column):
         for third in thirds:
             assert banker_rule(banker_two, player_two, third) == DrawRule(cell.draws, cell.article), (player_two, third)
