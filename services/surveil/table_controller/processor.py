@@ -1,0 +1,411 @@
+"""The table-controller: a table's round, rebuilt from its dealer console and bet sensors
+(``baccarat.inputs``) and its card-reading shoe (``baccarat.shoe``), published as the
+``baccarat.table`` events (docs/table-inputs.md has the inputs and the state machine).
+
+It records what the table did, rules broken or not (a late bet, an extra card, a wrong result):
+judging is the detectors' job. It rejects, to the dead letters, only input that cannot describe a
+table at all: a bet when no round is in progress, a round opened over another, a bet id used
+twice, an input delivered twice.
+
+The two topics are not ordered with respect to each other, so nothing published may depend on
+how they interleave. A hand card the hand box did not recognise is the shoe's read of its index;
+when the result is announced before the shoe's read arrived, the round's completion waits for it,
+and every table event after it waits too (in ``Completion.then``), so the table stream keeps its
+order. If the shoe ends without reading the card, the round is voided. Output ids are derived from
+the inputs (the round id from table, shoe and round number; bet events from the input id), so a
+restart or redelivery publishes the same ids.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from datetime import datetime
+from typing import ClassVar
+
+import msgspec
+
+from ..core.money import Spot
+from ..core.play import Outcome
+from ..core.profiles import InvalidProfileError, load_profile
+from ..events import codec
+from ..events import models as m
+from ..runtime.processor import Rejected
+from ..runtime.state import State
+
+SOURCE = "table-controller"
+REMEMBERED_INPUTS = 64  # input ids kept per table to recognise one delivered twice
+
+
+def round_id_of(table_id: str, shoe_id: str, round_no: int) -> str:
+    """The id of a table's ``round_no``-th round in a shoe (demonstration rounds count)."""
+    return f"{table_id}:{shoe_id}:{round_no}"
+
+
+class Bet(msgspec.Struct):
+    bet_id: str
+    patron_id: str
+    seat: str
+    spot: Spot
+    amount: int
+    withdrawn: bool = False
+
+
+class PlacedCard(msgspec.Struct):
+    hand: str  # "player" or "banker"
+    index: int
+    card: str | None  # what the hand box saw; None: the shoe's read of ``index``
+
+
+class Round(msgspec.Struct):
+    round_id: str
+    shoe_id: str
+    demo: bool
+    bets: dict[str, Bet] = {}
+    closed: bool = False
+    cards: list[PlacedCard] = []
+    squeezed_by: str | None = None
+
+
+class Completion(msgspec.Struct):
+    """A round whose result was announced before the shoe read all its cards, and the table
+    events that came after it (encoded), held back so the table stream keeps its order."""
+
+    round: Round
+    result: m.ResultInput
+    time: datetime
+    then: list[bytes] = []
+
+
+class Burn(msgspec.Struct):
+    """Cards burned while no round was in progress: their shoe is the next round's."""
+
+    input_id: str
+    time: datetime
+    indices: list[int]
+
+
+class Table(msgspec.Struct):
+    table_id: str
+    shoe_id: str | None = None  # the shoe of the latest round opened
+    round_no: int = 0  # rounds opened in that shoe
+    round: Round | None = None  # the round in progress
+    carried: dict[str, Bet] = {}  # Player/Banker bets left on the last tie (Art. 12)
+    burns: list[Burn] = []
+    waiting: list[Completion] = []
+    recent_inputs: list[str] = []
+    shoes: list[str] = []  # shoes whose reads are kept, in the order they started
+
+
+class ShoeReads(msgspec.Struct):
+    shoe_id: str
+    reads: dict[int, str] = {}  # shoe index -> card
+    ended: bool = False
+
+
+Handler = Callable[["TableController", Table, m.Event, State], list[m.Event]]
+
+
+class TableController:
+    name: ClassVar[str] = "table-controller"
+    consumes: ClassVar[tuple[str, ...]] = (m.SHOE_TOPIC, m.INPUTS_TOPIC)
+
+    def process(self, event: m.Event, state: State) -> Sequence[m.Event]:
+        handler = _HANDLERS.get(type(event))
+        if handler is None:
+            return ()
+        table_id = event.data.table_id  # type: ignore[attr-defined]
+        if event.subject != table_id:
+            raise Rejected(f"event {event.id}: subject {event.subject} is not its table {table_id}")
+        key = state.key("table", table_id)
+        table = state.get(key, Table) or Table(table_id)
+        if event.topic == m.SHOE_TOPIC:
+            outputs = handler(self, table, event, state)
+        else:
+            if event.id in table.recent_inputs:
+                raise Rejected(f"input {event.id} was already taken: a duplicate")
+            outputs = handler(self, table, event, state)
+            table.recent_inputs = [*table.recent_inputs[-(REMEMBERED_INPUTS - 1):], event.id]
+            if table.waiting:  # after a round still waiting for the shoe
+                table.waiting[-1].then.extend(codec.encode(output) for output in outputs)
+                outputs = []
+        state.put(key, table)
+        return outputs
+
+    # ---- the round: opening and bets ------------------------------------------------------------
+
+    def _open(self, table: Table, event: m.RoundOpen, state: State) -> list[m.Event]:
+        d = event.data
+        if table.round is not None:
+            raise Rejected(f"round.open while round {table.round.round_id} is in progress (announce its result or void it first)")
+        try:
+            load_profile(d.profile)
+        except InvalidProfileError as error:
+            raise Rejected(f"round.open: {error}") from None
+        if d.shoe_id != table.shoe_id:
+            table.shoe_id, table.round_no = d.shoe_id, 0
+            self._forget_shoes_before(table, d.shoe_id, state)
+        table.round_no += 1
+        round_id = round_id_of(table.table_id, d.shoe_id, table.round_no)
+        outputs: list[m.Event] = [
+            _make(m.CardsBurned, m.CardsBurnedData(table_id=table.table_id, shoe_id=d.shoe_id, round_id=None, indices=burn.indices),
+                  f"{burn.input_id}/burned", burn.time)
+            for burn in table.burns
+        ]
+        table.burns = []
+        table.round = Round(round_id, d.shoe_id, d.demo, bets=table.carried)
+        table.carried = {}
+        opened = m.RoundOpenedData(
+            table_id=table.table_id,
+            shoe_id=d.shoe_id,
+            round_id=round_id,
+            round_no=table.round_no,
+            dealer_id=d.dealer_id,
+            profile=d.profile,
+            demo=d.demo,
+            min_bet=d.min_bet,
+            max_bet=d.max_bet,
+            currency=d.currency,
+            carried_bet_ids=list(table.round.bets),
+        )
+        outputs.append(_make(m.RoundOpened, opened, f"{round_id}/opened", event.time))
+        return outputs
+
+    def _place(self, table: Table, event: m.BetPlace, state: State) -> list[m.Event]:
+        d = event.data
+        rnd = _in_progress(table, "bet.place")
+        if d.bet_id in rnd.bets:
+            raise Rejected(f"bet.place: bet {d.bet_id} is already on round {rnd.round_id}")
+        _check_stake(d.bet_id, d.amount)
+        rnd.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount)
+        data = m.BetPlacedData(
+            table_id=table.table_id, round_id=rnd.round_id, bet_id=d.bet_id, patron_id=d.patron_id, seat=d.seat, spot=d.spot, amount=d.amount
+        )
+        return [_make(m.BetPlaced, data, f"{event.id}/placed", event.time)]
+
+    def _change(self, table: Table, event: m.BetChange, state: State) -> list[m.Event]:
+        d = event.data
+        bet = _active_bet(_in_progress(table, "bet.change"), d.bet_id, "bet.change")
+        _check_stake(d.bet_id, d.amount)
+        bet.spot, bet.amount = d.spot, d.amount
+        data = m.BetChangedData(table_id=table.table_id, round_id=_round_id(table), bet_id=d.bet_id, spot=d.spot, amount=d.amount)
+        return [_make(m.BetChanged, data, f"{event.id}/changed", event.time)]
+
+    def _withdraw(self, table: Table, event: m.BetWithdraw, state: State) -> list[m.Event]:
+        d = event.data
+        _active_bet(_in_progress(table, "bet.withdraw"), d.bet_id, "bet.withdraw").withdrawn = True
+        data = m.BetWithdrawnData(table_id=table.table_id, round_id=_round_id(table), bet_id=d.bet_id)
+        return [_make(m.BetWithdrawn, data, f"{event.id}/withdrawn", event.time)]
+
+    def _close(self, table: Table, event: m.BetsClose, state: State) -> list[m.Event]:
+        rnd = _in_progress(table, "bets.close")
+        if rnd.closed:
+            raise Rejected(f"bets.close: bets on round {rnd.round_id} are already closed")
+        rnd.closed = True
+        data = m.BetsClosedData(table_id=table.table_id, round_id=rnd.round_id)
+        return [_make(m.BetsClosed, data, f"{rnd.round_id}/closed", event.time)]
+
+    # ---- the cards ----------------------------------------------------------------------------
+
+    def _burn(self, table: Table, event: m.CardsBurn, state: State) -> list[m.Event]:
+        indices = event.data.indices
+        if not indices:
+            raise Rejected("cards.burn names no card")
+        if table.round is None:
+            table.burns.append(Burn(event.id, event.time, indices))
+            return []
+        rnd = table.round
+        data = m.CardsBurnedData(table_id=table.table_id, shoe_id=rnd.shoe_id, round_id=rnd.round_id, indices=indices)
+        return [_make(m.CardsBurned, data, f"{event.id}/burned", event.time)]
+
+    def _card(self, table: Table, event: m.CardPlace, state: State) -> list[m.Event]:
+        d = event.data
+        rnd = _in_progress(table, "card.place")
+        if any(placed.index == d.index for placed in rnd.cards):
+            raise Rejected(f"card.place: card {d.index} of the shoe is already in a hand of round {rnd.round_id}")
+        rnd.cards.append(PlacedCard(d.hand, d.index, d.card))
+        return []
+
+    def _squeeze(self, table: Table, event: m.Squeeze, state: State) -> list[m.Event]:
+        _in_progress(table, "squeeze").squeezed_by = event.data.patron_id
+        return []
+
+    # ---- the end of a round -------------------------------------------------------------------
+
+    def _result(self, table: Table, event: m.Result, state: State) -> list[m.Event]:
+        rnd = _in_progress(table, "result")
+        table.round = None
+        # Art. 12: Player and Banker bets stay on a tie, for the next round.
+        table.carried = (
+            {bet.bet_id: bet for bet in rnd.bets.values() if not bet.withdrawn and bet.spot in (Spot.PLAYER, Spot.BANKER)}
+            if event.data.outcome is Outcome.TIE
+            else {}
+        )
+        completion = Completion(rnd, event.data, event.time)
+        if table.waiting:
+            table.waiting.append(completion)  # completes after those before it
+            return []
+        outputs = self._finish(table, completion, state)
+        if outputs is None:
+            table.waiting.append(completion)
+            return []
+        return outputs
+
+    def _void(self, table: Table, event: m.RoundVoid, state: State) -> list[m.Event]:
+        rnd = _in_progress(table, "round.void")
+        table.round, table.carried = None, {}
+        return _voided(table.table_id, rnd, event.data.reason, event.time)
+
+    def _finish(self, table: Table, completion: Completion, state: State) -> list[m.Event] | None:
+        """The round's completion, its voiding if the shoe ended without reading one of its
+        cards, or None while the shoe may still read them."""
+        rnd = completion.round
+        shoe = state.get(_shoe_key(state, table.table_id, rnd.shoe_id), ShoeReads) or ShoeReads(rnd.shoe_id)
+        unread = [placed for placed in rnd.cards if placed.card is None and placed.index not in shoe.reads]
+        if not unread:
+            return [_completed(table.table_id, completion, shoe)]
+        if not shoe.ended:
+            return None
+        nothing_since = table.round is None and not completion.then and all(c is completion for c in table.waiting)
+        if nothing_since:
+            table.carried = {}  # the voided round's bets are returned (Art. 10), not carried
+        names = ", ".join(f"{placed.index} ({placed.hand})" for placed in unread)
+        reason = f"shoe {rnd.shoe_id} ended without reading card {names}, which the hand box did not recognise"
+        return _voided(table.table_id, rnd, reason, completion.time)
+
+    # ---- the shoe -----------------------------------------------------------------------------
+
+    def _shoe_started(self, table: Table, event: m.ShoeStarted, state: State) -> list[m.Event]:
+        self._reads(table, event.data.shoe_id, state)
+        return []
+
+    def _card_read(self, table: Table, event: m.CardRead, state: State) -> list[m.Event]:
+        d = event.data
+        shoe = self._reads(table, d.shoe_id, state)
+        earlier = shoe.reads.get(d.index)
+        if earlier is not None and earlier != d.card:
+            raise Rejected(f"card.read: shoe {d.shoe_id} read card {d.index} as {earlier} before, now as {d.card}")
+        shoe.reads[d.index] = d.card
+        return self._release(table, state)
+
+    def _shoe_ended(self, table: Table, event: m.ShoeEnded, state: State) -> list[m.Event]:
+        self._reads(table, event.data.shoe_id, state).ended = True
+        return self._release(table, state)
+
+    def _reads(self, table: Table, shoe_id: str, state: State) -> ShoeReads:
+        key = _shoe_key(state, table.table_id, shoe_id)
+        shoe = state.get(key, ShoeReads)
+        if shoe is None:
+            shoe = ShoeReads(shoe_id)
+            if shoe_id not in table.shoes:
+                table.shoes.append(shoe_id)
+        state.put(key, shoe)
+        return shoe
+
+    def _release(self, table: Table, state: State) -> list[m.Event]:
+        """Complete the waiting rounds the shoe has now caught up with, in order, each followed
+        by the table events held back behind it."""
+        outputs: list[m.Event] = []
+        while table.waiting:
+            completion = table.waiting[0]
+            finished = self._finish(table, completion, state)
+            if finished is None:
+                break
+            outputs += finished
+            outputs += [codec.decode(raw) for raw in completion.then]
+            table.waiting.pop(0)
+        return outputs
+
+    def _forget_shoes_before(self, table: Table, shoe_id: str, state: State) -> None:
+        """Drop the reads of the shoes that started before ``shoe_id``, the table's new shoe,
+        unless a waiting round still needs them. Shoes read after it are kept: the shoe topic
+        may be ahead of the inputs."""
+        position = table.shoes.index(shoe_id) if shoe_id in table.shoes else len(table.shoes)
+        needed = {completion.round.shoe_id for completion in table.waiting}
+        for old in table.shoes[:position]:
+            if old not in needed:
+                state.delete(_shoe_key(state, table.table_id, old))
+        table.shoes = [s for s in table.shoes[:position] if s in needed] + table.shoes[position:]
+
+
+# ---- helpers --------------------------------------------------------------------------------
+
+
+def _make(cls: type[m.Event], data: m.Data, event_id: str, time: datetime) -> m.Event:
+    return codec.make(cls, data, id=event_id, source=SOURCE, time=time)
+
+
+def _shoe_key(state: State, table_id: str, shoe_id: str) -> str:
+    return state.key("shoe", table_id, shoe_id)
+
+
+def _in_progress(table: Table, what: str) -> Round:
+    if table.round is None:
+        raise Rejected(f"{what}: no round is in progress at table {table.table_id}")
+    return table.round
+
+
+def _round_id(table: Table) -> str:
+    assert table.round is not None
+    return table.round.round_id
+
+
+def _active_bet(rnd: Round, bet_id: str, what: str) -> Bet:
+    bet = rnd.bets.get(bet_id)
+    if bet is None:
+        raise Rejected(f"{what}: no bet {bet_id} on round {rnd.round_id}")
+    if bet.withdrawn:
+        raise Rejected(f"{what}: bet {bet_id} on round {rnd.round_id} was withdrawn")
+    return bet
+
+
+def _check_stake(bet_id: str, amount: int) -> None:
+    if amount <= 0:
+        raise Rejected(f"bet {bet_id}: a stake of {amount} is no bet")
+
+
+def _completed(table_id: str, completion: Completion, shoe: ShoeReads) -> m.Event:
+    rnd, result = completion.round, completion.result
+    hands: dict[str, list[m.HandCard]] = {"player": [], "banker": []}
+    for placed in rnd.cards:
+        hands[placed.hand].append(m.HandCard(placed.index, placed.card or shoe.reads[placed.index]))
+    data = m.RoundCompletedData(
+        table_id=table_id,
+        shoe_id=rnd.shoe_id,
+        round_id=rnd.round_id,
+        player=hands["player"],
+        banker=hands["banker"],
+        player_total=result.player_total,
+        banker_total=result.banker_total,
+        outcome=result.outcome,
+        player_pair=result.player_pair,
+        banker_pair=result.banker_pair,
+        squeezed_by=rnd.squeezed_by,
+    )
+    return _make(m.RoundCompleted, data, f"{rnd.round_id}/completed", completion.time)
+
+
+def _voided(table_id: str, rnd: Round, reason: str, time: datetime) -> list[m.Event]:
+    """Art. 10: a void round; the cards it had dealt go to the discard (burned)."""
+    outputs: list[m.Event] = []
+    if rnd.cards:
+        burned = m.CardsBurnedData(table_id=table_id, shoe_id=rnd.shoe_id, round_id=rnd.round_id, indices=[c.index for c in rnd.cards])
+        outputs.append(_make(m.CardsBurned, burned, f"{rnd.round_id}/burned", time))
+    outputs.append(_make(m.RoundVoided, m.RoundVoidedData(table_id=table_id, round_id=rnd.round_id, reason=reason), f"{rnd.round_id}/voided", time))
+    return outputs
+
+
+_HANDLERS: dict[type[m.Event], Handler] = {
+    m.RoundOpen: TableController._open,  # type: ignore[dict-item]
+    m.BetPlace: TableController._place,  # type: ignore[dict-item]
+    m.BetChange: TableController._change,  # type: ignore[dict-item]
+    m.BetWithdraw: TableController._withdraw,  # type: ignore[dict-item]
+    m.BetsClose: TableController._close,  # type: ignore[dict-item]
+    m.CardsBurn: TableController._burn,  # type: ignore[dict-item]
+    m.CardPlace: TableController._card,  # type: ignore[dict-item]
+    m.Squeeze: TableController._squeeze,  # type: ignore[dict-item]
+    m.Result: TableController._result,  # type: ignore[dict-item]
+    m.RoundVoid: TableController._void,  # type: ignore[dict-item]
+    m.ShoeStarted: TableController._shoe_started,  # type: ignore[dict-item]
+    m.CardRead: TableController._card_read,  # type: ignore[dict-item]
+    m.ShoeEnded: TableController._shoe_ended,  # type: ignore[dict-item]
+}
