@@ -61,12 +61,14 @@ class Publisher:
         self.topic_prefix = settings.topic_prefix
         self.producer = KafkaProducer(**(producer_config(settings) | overrides))
 
-    def publish(self, event: Event) -> None:
-        self.publish_raw(event.topic, event.subject.encode(), codec.encode(event))
+    def publish(self, event: Event) -> Any:
+        """Send ``event``; returns the send's future (done once the broker acknowledged it)."""
+        return self.publish_raw(event.topic, event.subject.encode(), codec.encode(event))
 
-    def publish_raw(self, topic: str, key: bytes, value: bytes) -> None:
-        self.producer.send(self.topic_prefix + topic, key=key, value=value)
+    def publish_raw(self, topic: str, key: bytes, value: bytes) -> Any:
+        future = self.producer.send(self.topic_prefix + topic, key=key, value=value)
         metrics.EVENTS_PRODUCED.labels(self.service, topic).inc()
+        return future
 
     def flush(self) -> None:
         self.producer.flush()
