@@ -24,7 +24,6 @@ the round that decides it; only the deciding one counts in the totals.
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta, timezone
 from typing import TypeVar
@@ -133,33 +132,29 @@ def book(state: State, record: RoundRecord, bets: list[m.BetSettledData]) -> Non
     """Enter one settled round and its bets in the ledger."""
     table, shift = record.table_id, record.shift
     state.put(state.key(round_key(table, record.round_id)), record)
-    by_patron: dict[str, Counter[str]] = defaultdict(Counter)
-    for bet in bets:
-        state.put(state.key(bet_key(table, bet.round_id, bet.bet_id)), bet)
-        if bet.result is BetResult.CARRIED:
-            continue  # still in play: counted in the round that decides it
-        figures = by_patron[bet.patron_id]
-        figures["staked"] += bet.amount
-        figures["paid_out"] += paid_out(bet)
-        figures["commission"] += bet.commission
-        figures["net"] += bet.net
-        figures["bets"] += 1
-        figures[_RESULT_COUNTER[bet.result]] += 1
     totals = state.key(table_key(table, shift))
     for name in ("staked", "paid_out", "commission", "house_net"):
         state.incr(totals, name, getattr(record, name))
     state.incr(totals, "rounds", 1)
-    state.incr(totals, "bets", sum(figures["bets"] for figures in by_patron.values()))
     state.incr(state.key(table_key(table)), shift, 1)
     state.incr(state.key(f"shift:{shift}:tables"), table, 1)
     state.incr(state.key(SHIFTS_KEY), shift, 1)
     state.incr(state.key(shift_rounds_key(shift, table)), record.round_id, len(bets))
-    for patron_id, figures in by_patron.items():
-        patron = state.key(patron_key(patron_id, shift))
-        for name, value in figures.items():
-            state.incr(patron, name, value)
-        state.incr(state.key(patron_key(patron_id)), shift, figures["bets"])
-        state.incr(state.key(f"shift:{shift}:patrons"), patron_id, figures["bets"])
+    shift_patrons = state.key(f"shift:{shift}:patrons")
+    for bet in bets:
+        state.put(state.key(bet_key(table, bet.round_id, bet.bet_id)), bet)
+        if bet.result is BetResult.CARRIED:
+            continue  # still in play: counted in the round that decides it
+        state.incr(totals, "bets", 1)
+        patron = state.key(patron_key(bet.patron_id, shift))
+        state.incr(patron, "staked", bet.amount)
+        state.incr(patron, "paid_out", paid_out(bet))
+        state.incr(patron, "commission", bet.commission)
+        state.incr(patron, "net", bet.net)
+        state.incr(patron, "bets", 1)
+        state.incr(patron, _RESULT_COUNTER[bet.result], 1)
+        state.incr(state.key(patron_key(bet.patron_id)), shift, 1)
+        state.incr(shift_patrons, bet.patron_id, 1)
 
 
 def paid_out(bet: m.BetSettledData) -> int:

@@ -234,14 +234,14 @@ def _profile(open_round: OpenRound) -> HouseProfile:
 
 
 def _observe(record: ledger.RoundRecord, bets: list[m.BetSettledData]) -> None:
-    table = record.table_id
-    metrics.STAKED.labels(table).inc(record.staked)
-    metrics.PAID_OUT.labels(table).inc(record.paid_out)
-    metrics.COMMISSION.labels(table).inc(record.commission)
-    metrics.HOUSE_NET.labels(table).inc(record.house_net)
+    staked, paid_out, commission, house_net = metrics.for_table(record.table_id)
+    staked.inc(record.staked)
+    paid_out.inc(record.paid_out)
+    commission.inc(record.commission)
+    house_net.inc(record.house_net)
     metrics.ROUNDS.labels(record.outcome).inc()
     for (result, spot), count in Counter((bet.result, bet.spot) for bet in bets).items():
-        metrics.BETS.labels(result.value, spot.value).inc(count)
+        metrics.bets(result, spot).inc(count)
     metrics.LAG_SECONDS.observe(max(time.time() - record.time.timestamp(), 0.0))
 
 

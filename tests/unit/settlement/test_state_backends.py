@@ -1,0 +1,121 @@
+"""One contract for the State backends, run against MemoryBackend and RedisBackend alike: what
+the settlement ledger and the Kafka runner's exactly-once recovery rely on. The Redis run needs
+the session's Redis (``redis_url``), so it carries the integration marker."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import msgspec
+import pytest
+import redis
+
+from surveil.runtime.state import Backend, MemoryBackend, RedisBackend, State
+
+
+class Item(msgspec.Struct):
+    name: str
+    count: int = 0
+
+
+@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.integration)])
+def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
+    if request.param == "memory":
+        yield MemoryBackend()
+        return
+    client = redis.Redis.from_url(request.getfixturevalue("redis_url"))
+    prefix = f"it-state-contract-{uuid.uuid4().hex[:8]}:"
+    try:
+        yield RedisBackend(client, prefix)
+    finally:
+        doomed = list(client.scan_iter(match=prefix + "*"))
+        if doomed:
+            client.unlink(*doomed)
+        client.close()
+
+
+def test_nothing_stored_reads_as_none_and_no_counters(backend: Backend) -> None:
+    state = State(backend, "svc")
+    assert state.get("svc:missing", Item) is None
+    assert backend.read("svc:missing") is None
+    assert backend.counters("svc:missing") == {}
+    assert backend.progress("svc") == {}
+    assert backend.outbox("svc", "topic:0") is None
+
+
+def test_a_value_put_is_read_back_typed_after_commit(backend: Backend) -> None:
+    writer = State(backend, "svc")
+    writer.put("svc:a", Item("a", 3))
+    writer.commit()
+    assert State(backend, "svc").get("svc:a", Item) == Item("a", 3)
+
+
+def test_nothing_reaches_the_backend_before_commit(backend: Backend) -> None:
+    state = State(backend, "svc")
+    state.put("svc:a", Item("a"))
+    state.incr("svc:c", "n", 1)
+    assert state.get("svc:a", Item) == Item("a")  # the batch sees its own changes
+    assert backend.read("svc:a") is None
+    assert backend.counters("svc:c") == {}
+
+
+def test_the_last_put_of_a_batch_wins_and_delete_removes(backend: Backend) -> None:
+    state = State(backend, "svc")
+    state.put("svc:a", Item("a", 1))
+    state.put("svc:a", Item("a", 2))
+    state.put("svc:b", Item("b"))
+    state.commit()
+    state.delete("svc:b")
+    state.commit()
+    reader = State(backend, "svc")
+    assert (reader.get("svc:a", Item), reader.get("svc:b", Item)) == (Item("a", 2), None)
+
+
+def test_counters_add_up_within_and_across_commits(backend: Backend) -> None:
+    state = State(backend, "svc")
+    state.incr("svc:c", "staked", 1_000)
+    state.incr("svc:c", "staked", 500)
+    state.incr("svc:c", "house_net", -300)
+    state.commit()
+    state.incr("svc:c", "staked", 250)
+    state.incr("svc:c", "house_net", -200)
+    state.commit()
+    assert backend.counters("svc:c") == {"staked": 1_750, "house_net": -500}
+
+
+def test_progress_and_outbox_are_kept_per_source_with_the_batch(backend: Backend) -> None:
+    state = State(backend, "svc")
+    state.put("svc:a", Item("a"))
+    state.commit(progress={"t:0": 41, "t:1": 7}, outbox={"t:0": b"events-0", "t:1": b"events-1"})
+    state.commit(progress={"t:0": 99}, outbox={"t:0": b"later"})
+    assert backend.progress("svc") == {"t:0": 99, "t:1": 7}
+    assert (backend.outbox("svc", "t:0"), backend.outbox("svc", "t:1")) == (b"later", b"events-1")
+    assert backend.progress("other") == {}
+
+
+def test_discard_forgets_the_pending_batch(backend: Backend) -> None:
+    state = State(backend, "svc")
+    state.put("svc:a", Item("a"))
+    state.incr("svc:c", "n", 1)
+    state.discard()
+    state.commit(progress={"t:0": 1})
+    assert backend.read("svc:a") is None
+    assert backend.counters("svc:c") == {}
+    assert backend.progress("svc") == {"t:0": 1}
+
+
+def test_a_commit_forgets_the_cache_so_the_next_batch_reads_what_is_stored(backend: Backend) -> None:
+    mine, theirs = State(backend, "svc"), State(backend, "svc")
+    mine.put("svc:a", Item("a", 1))
+    mine.commit()
+    theirs.put("svc:a", Item("a", 2))
+    theirs.commit()
+    assert mine.get("svc:a", Item) == Item("a", 2)
+
+
+def test_an_empty_commit_writes_nothing(backend: Backend) -> None:
+    state = State(backend, "svc")
+    state.commit()
+    assert backend.progress("svc") == {}
+    assert backend.read("svc:a") is None
