@@ -35,3 +35,4 @@ from .settlement.cli import ledger, reconcile  # noqa: E402
 
 main.add_command(ledger)
 main.add_command(reconcile)
+main.add_command(importlib.import_module("surveil.sim.cli").simulate_command)

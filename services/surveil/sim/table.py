@@ -49,6 +49,7 @@ REPEAT_RUN = 24  # cards a repeated shoe copies from the one before
 class ShoeLine:
     time: datetime
     table_id: str
+    seq: int
     line: bytes
 
 
@@ -172,7 +173,7 @@ class TableSim:
     def _line(self, kind: Kind, shoe_id: str, *arguments: object) -> None:
         self.line_seq += 1
         line = format_line(self.table_id, self.line_seq, self.clock, kind, shoe_id, *arguments)
-        self.out.append(ShoeLine(self.clock, self.table_id, line))
+        self.out.append(ShoeLine(self.clock, self.table_id, self.line_seq, line))
 
     def _input(self, cls: type[m.Event], data: m.Data, device: str) -> None:
         self.input_seq += 1
@@ -221,7 +222,8 @@ class TableSim:
         cards = self._cards(injection)
         low, high = _CARDS_BEHIND_CUT.get(injection, (14, 80)) if injection else (14, 80)
         shoe = SimShoe(shoe_id, cards, cut=len(cards) - self.rng.randint(low, high))
-        self._advance(90_000, 150_000)  # shuffling
+        if self.previous_shoe:
+            self._advance(90_000, 150_000)  # shuffling
         self._line(Kind.START, shoe_id, profile.decks, "manual")
         self._seat_patrons()
         self._burn(shoe, injection)

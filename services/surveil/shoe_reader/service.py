@@ -1,0 +1,300 @@
+"""The shoe-reader service: card-reading shoes' lines (docs/shoe-protocol.md) in, ``baccarat.shoe``
+events out, each line published once, even across a crash of the reader.
+
+Lines come over TCP (port ``SHOE_READER_PORT``, default 7007; a connection may carry one shoe or a
+gateway's many) or from a capture file (``python -m surveil.shoe_reader --capture FILE``). Each is
+parsed strictly; a rejected line goes to ``baccarat.deadletter`` with the reason. Events are
+published keyed by table id, so each table's shoe events stay in order.
+
+Once and only once, across restarts:
+
+- the reader acknowledges a line (``ACK <table> <seq>``, cumulative per table) only after the
+  broker acknowledged what it published for it (the event, or the dead letter);
+- the device keeps every line until it is acknowledged and, after a reconnect, sends the
+  unacknowledged ones again, in order;
+- the reader drops a line whose sequence number is not above the last one it handled for that
+  table. After a restart it learns the last one it published per table from the tail of
+  ``baccarat.shoe`` (event ids are ``<table>:<shoe>:<seq>``): the lines it published but could not
+  acknowledge before it died are the last ones it wrote, so reading the two minutes before the
+  newest record of each partition finds them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import threading
+from collections import deque
+from collections.abc import Callable, Iterable
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import structlog
+from kafka import KafkaConsumer, TopicPartition
+from prometheus_client import Counter, Gauge
+
+from ..events.models import DEADLETTER_TOPIC, SHOE_TOPIC
+from ..runtime import deadletter, logs, metrics
+from ..runtime.config import Settings
+from ..runtime.kafka import Publisher
+from .protocol import BadLine, parse_line
+
+SERVICE = "shoe-reader"
+DEFAULT_PORT = 7007
+LOOKBACK_MS = 120_000  # how far before the newest record of a partition the restart lookup reads
+MAX_LINE = 4096  # bytes the reader buffers looking for a line end; the protocol allows 200
+
+LINES = Counter("surveil_shoe_reader_lines_total", "Shoe lines received, by what became of them.", ["result"])
+REJECTED = Counter("surveil_shoe_reader_rejected_lines_total", "Shoe lines rejected to the dead letters, by problem.", ["problem"])
+GAPS = Counter("surveil_shoe_reader_sequence_gaps_total", "Shoe lines that skipped sequence numbers of their table.")
+CONNECTIONS = Gauge("surveil_shoe_reader_connections", "Shoe connections open now.")
+
+Ack = Callable[[str, int], None]  # called once the line (table, seq) is safely on the broker
+
+
+class _Id(msgspec.Struct):
+    id: str
+
+
+def published_sequences(settings: Settings, lookback_ms: int = LOOKBACK_MS) -> dict[str, int]:
+    """The last sequence number published per table, from the tail of ``baccarat.shoe``."""
+    topic = settings.topic_prefix + SHOE_TOPIC
+    consumer = KafkaConsumer(
+        bootstrap_servers=settings.kafka_bootstrap, group_id=None, enable_auto_commit=False, isolation_level="read_committed"
+    )
+    try:
+        partitions = consumer.partitions_for_topic(topic) or set()
+        tps = [TopicPartition(topic, p) for p in sorted(partitions)]
+        if not tps:
+            return {}
+        consumer.assign(tps)
+        ends = consumer.end_offsets(tps)
+        begins = consumer.beginning_offsets(tps)
+        filled = [tp for tp in tps if ends[tp] > begins[tp]]
+        newest = _newest_timestamps(consumer, filled, ends)
+        starts = consumer.offsets_for_times({tp: max(newest[tp] - lookback_ms, 0) for tp in filled})
+        for tp in filled:
+            found = starts.get(tp)
+            consumer.seek(tp, found.offset if found is not None else ends[tp] - 1)
+        last: dict[str, int] = {}
+        decoder = msgspec.json.Decoder(_Id)
+        for record in _read_until(consumer, filled, ends):
+            table_id, seq = record.key.decode(), int(decoder.decode(record.value).id.rpartition(":")[2])
+            last[table_id] = max(last.get(table_id, 0), seq)
+        return last
+    finally:
+        consumer.close()
+
+
+def _newest_timestamps(consumer: KafkaConsumer, tps: list[TopicPartition], ends: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+    for tp in tps:
+        consumer.seek(tp, ends[tp] - 1)
+    newest: dict[TopicPartition, int] = {}
+    for record in _read_until(consumer, tps, ends):
+        tp = TopicPartition(record.topic, record.partition)
+        newest[tp] = max(newest.get(tp, 0), record.timestamp)
+    return newest
+
+
+def _read_until(consumer: KafkaConsumer, tps: list[TopicPartition], ends: dict[TopicPartition, int]) -> Iterable[Any]:
+    """Every record from each partition's position up to its end offset."""
+    pending = {tp for tp in tps if consumer.position(tp) < ends[tp]}
+    while pending:
+        for tp, records in consumer.poll(timeout_ms=1000).items():
+            for record in records:
+                if record.offset < ends[tp]:
+                    yield record
+            if consumer.position(tp) >= ends[tp]:
+                pending.discard(tp)
+
+
+class LineHandler:
+    """Turns each line into a published event or dead letter and drops lines already handled.
+    ``ack`` is called, on the producer's thread, once the broker has what the line became."""
+
+    def __init__(self, publisher: Publisher, last_sequences: dict[str, int], on_failure: Callable[[Exception], None]) -> None:
+        self.publisher = publisher
+        self.next_seq = {table_id: seq + 1 for table_id, seq in last_sequences.items()}
+        self.on_failure = on_failure
+        self.log = structlog.get_logger().bind(service=SERVICE)
+
+    def handle(self, raw: bytes, origin: str, ack: Ack | None = None) -> tuple[str, int] | None:
+        """Handle one line; returns its table and sequence number if ``ack`` will be called for
+        it, None if not (a garbled line: its table and number cannot be trusted)."""
+        try:
+            parsed = parse_line(raw, datetime.now(timezone.utc))
+        except BadLine as error:
+            if error.table_id is None or error.seq is None:
+                self._reject(raw, origin, error)
+                return None
+            table_id, seq = error.table_id, error.seq
+            future = self._reject(raw, origin, error) if self._is_new(table_id, seq) else None
+        else:
+            table_id, seq = parsed.table_id, parsed.seq
+            future = self.publisher.publish(parsed.event) if self._is_new(table_id, seq) else None
+            if future is not None:
+                LINES.labels("published").inc()
+        if future is None:
+            LINES.labels("duplicate").inc()
+            if ack is not None:
+                ack(table_id, seq)
+        else:
+            if ack is not None:
+                future.add_callback(lambda _: ack(table_id, seq))
+            future.add_errback(self.on_failure)
+        return table_id, seq
+
+    def _is_new(self, table_id: str, seq: int) -> bool:
+        expected = self.next_seq.get(table_id)
+        if expected is not None and seq < expected:
+            return False
+        if expected is not None and seq > expected:
+            GAPS.inc()
+            self.log.warning("sequence gap", table_id=table_id, expected=expected, got=seq)
+        self.next_seq[table_id] = seq + 1
+        return True
+
+    def _reject(self, raw: bytes, origin: str, error: BadLine) -> Any:
+        LINES.labels("rejected").inc()
+        REJECTED.labels(error.problem.value).inc()
+        metrics.DEAD_LETTERS.labels(SERVICE, origin.partition(":")[0]).inc()
+        self.log.warning("line rejected", origin=origin, reason=error.reason, line=raw[:120].decode("ascii", "replace"))
+        letter = deadletter.dead_letter(SERVICE, raw, error.reason, origin=origin, key=error.table_id)
+        return self.publisher.publish_raw(DEADLETTER_TOPIC, (error.table_id or origin).encode(), deadletter.encode(letter))
+
+
+class AckWindow:
+    """One connection's lines awaiting the broker, per table, so acknowledgements go out in
+    sequence order even when a dead letter (another topic) is acknowledged before an event."""
+
+    def __init__(self, send: Callable[[bytes], None]) -> None:
+        self.send = send
+        self.pending: dict[str, deque[list[Any]]] = {}  # table -> [seq, done] in arrival order
+
+    def expect(self, table_id: str, seq: int) -> None:
+        self.pending.setdefault(table_id, deque()).append([seq, False])
+
+    def done(self, table_id: str, seq: int) -> None:
+        window = self.pending.get(table_id)
+        if not window:
+            return
+        for entry in window:
+            if entry[0] == seq:
+                entry[1] = True
+                break
+        acked = None
+        while window and window[0][1]:
+            acked = window.popleft()[0]
+        if acked is not None:
+            self.send(f"ACK {table_id} {acked}\n".encode())
+
+
+async def serve_tcp(handler: LineHandler, port: int, stop: asyncio.Event, ready: Callable[[int], None] | None = None) -> None:
+    """Accept shoe connections on ``port`` until ``stop`` is set."""
+    loop = asyncio.get_running_loop()
+    log = structlog.get_logger().bind(service=SERVICE)
+
+    async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        host, peer_port = writer.get_extra_info("peername")[:2]
+        origin = f"tcp://{host}:{peer_port}"
+        window = AckWindow(lambda data: None if writer.is_closing() else writer.write(data))
+
+        def ack(table_id: str, seq: int) -> None:  # on the producer's thread
+            loop.call_soon_threadsafe(window.done, table_id, seq)
+
+        CONNECTIONS.inc()
+        log.info("shoe connected", origin=origin)
+        try:
+            while True:
+                line = await _read_line(reader)
+                if line is None:
+                    break
+                # ``ack`` reaches the window through the loop, so after ``expect`` below.
+                expected = handler.handle(line, origin, ack)
+                if expected is not None:
+                    window.expect(*expected)
+                await writer.drain()
+        except ConnectionError:
+            pass
+        finally:
+            CONNECTIONS.dec()
+            log.info("shoe disconnected", origin=origin)
+            writer.close()
+
+    server = await asyncio.start_server(connection, host="0.0.0.0", port=port, limit=MAX_LINE)
+    if ready is not None:
+        ready(server.sockets[0].getsockname()[1])
+    async with server:
+        await stop.wait()
+
+
+async def _read_line(reader: asyncio.StreamReader) -> bytes | None:
+    """The next line, with its end; a line cut off by the end of the connection, or one too
+    long to buffer, comes back as it is, to be rejected. None at the end."""
+    try:
+        return await reader.readuntil(b"\n")
+    except asyncio.IncompleteReadError as error:
+        return error.partial or None
+    except asyncio.LimitOverrunError as error:
+        line = await reader.readexactly(error.consumed)
+        while True:  # skip the rest of the overlong line
+            try:
+                await reader.readuntil(b"\n")
+                break
+            except asyncio.LimitOverrunError as more:
+                await reader.readexactly(more.consumed)
+        return line
+
+
+def replay_capture(handler: LineHandler, path: Path) -> None:
+    """Every line of a capture file, as if a shoe had sent it."""
+    with open(path, "rb") as capture:
+        for number, line in enumerate(capture, start=1):
+            handler.handle(line, f"capture:{path}:{number}")
+
+
+def main(capture: Path | None = None) -> None:
+    settings = Settings.from_env(SERVICE)
+    log = logs.configure(SERVICE, settings.log_level)
+    metrics.serve(settings.metrics_port)
+    failed = threading.Event()
+
+    def on_failure(error: Exception) -> None:
+        # The device holds the lines not acknowledged; exit so that it resends them to a fresh
+        # reader, which learns from the topic what was published.
+        log.error("publishing failed; stopping", error=str(error))
+        failed.set()
+
+    publisher = Publisher(settings)
+    last = published_sequences(settings)
+    log.info("last published sequences read", tables=len(last))
+    handler = LineHandler(publisher, last, on_failure)
+    if capture is not None:
+        replay_capture(handler, capture)
+        publisher.flush()
+        publisher.close()
+        raise SystemExit(1 if failed.is_set() else 0)
+    asyncio.run(_run_tcp(handler, int(os.environ.get("SHOE_READER_PORT", DEFAULT_PORT)), failed, log))
+    publisher.flush()
+    publisher.close()
+    if failed.is_set():
+        raise SystemExit(1)
+
+
+async def _run_tcp(handler: LineHandler, port: int, failed: threading.Event, log: Any) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+
+    async def watch_failure() -> None:
+        while not failed.is_set():
+            await asyncio.sleep(0.2)
+        stop.set()
+
+    watcher = asyncio.create_task(watch_failure())
+    await serve_tcp(handler, port, stop, ready=lambda bound: log.info("listening", port=bound))
+    watcher.cancel()
