@@ -4,7 +4,7 @@ precise reason. Nothing is ever guessed: a line is either exactly right or rejec
 
 A line (the trailing ``*XXXXXXXX`` is the CRC-32 of everything before the space in front of it)::
 
-    SHOE1 T07 42 2026-11-29T11:00:05.120Z CARD T07-S0003 17 10H down *9F3A21C0
+    SHOE1 T07 42 2026-11-29T11:00:05.120Z CARD S0003 17 10H down *3A67BD42
 
 ``format_line`` writes lines (the simulated shoe speaks through it); ``parse_line`` reads them.
 """

@@ -41,8 +41,8 @@ class ShoeGateway:
         return sum(len(lines) for lines in self.unacked.values())
 
     async def send(self, table_id: str, seq: int, line: bytes) -> None:
-        self.unacked.setdefault(table_id, deque()).append((seq, line))
         writer = await self._connected()
+        self.unacked.setdefault(table_id, deque()).append((seq, line))
         try:
             writer.write(line)
             await writer.drain()
