@@ -237,7 +237,7 @@ class TableController:
         # Art. 12: Player and Banker bets stay on a tie, for the next round.
         table.carried = (
             {bet.bet_id: bet for bet in rnd.bets.values() if not bet.withdrawn and bet.spot in (Spot.PLAYER, Spot.BANKER)}
-            if event.data.outcome is Outcome.TIE
+            if event.data.outcome == Outcome.TIE
             else {}
         )
         completion = Completion(rnd, event.data, event.time)
