@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 from ..core import money
-from ..core.cards import DECK, Card
+from ..core.cards import CARDS, DECK, Card
 from ..core.findings import AlertCode
 from ..core.money import BetResult, Spot, TieMove
 from ..core.play import PLAYER_DRAWS, RoundResult, banker_rule, deal, hand_total, outcome_of, result_of
@@ -587,7 +587,7 @@ class TableSim:
         all_out = sorted(code for code, count in counts.items() if count >= self.profile.decks)
         if not all_out:
             return False
-        card = next(c for c in DECK if c.code == self.rng.choice(all_out))
+        card = CARDS[self.rng.choice(all_out)]
         shoe.cards.insert(shoe.pos, card)
         if not shoe.cut_out and shoe.cut >= shoe.pos:
             shoe.cut += 1  # the cut card lies below the slipped card
