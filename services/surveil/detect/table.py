@@ -90,10 +90,14 @@ class Round(msgspec.Struct):
 
 
 class Shoe(msgspec.Struct):
+    """A shoe as both streams tell of it: the table stream may mention it (burns, rounds) before
+    the shoe stream has started it, so what the shoe stream brings is filled in at its start."""
+
     shoe_id: str
-    decks: int
-    automatic: bool
-    composition: ShoeComposition
+    started: bool = False
+    decks: int = 0
+    automatic: bool = False
+    composition: ShoeComposition | None = None
     reads: dict[int, str] = {}
     last_index: int = 0
     ended: bool = False
@@ -113,7 +117,8 @@ class Shoe(msgspec.Struct):
 class TableState(msgspec.Struct):
     table_id: str
     shoes: dict[str, Shoe] = {}
-    shoe_order: list[str] = []  # shoe stream order
+    shoe_order: list[str] = []  # in the order first heard of
+    finished_shoes: list[str] = []  # recently finalized, so late events do not bring them back
     table_shoe: str | None = None  # the shoe of the latest round.opened
     rounds: dict[str, Round] = {}
     round_order: list[str] = []
@@ -256,20 +261,34 @@ class TableWatch:
 
     # ---- the shoe stream ----------------------------------------------------------------------
 
+    def _shoe(self, shoe_id: str) -> Shoe | None:
+        """The shoe, heard of first from either stream; None once it is finalized."""
+        shoe = self.state.shoes.get(shoe_id)
+        if shoe is None and shoe_id not in self.state.finished_shoes:
+            shoe = self.state.shoes[shoe_id] = Shoe(shoe_id)
+            self.state.shoe_order.append(shoe_id)
+        return shoe
+
+    def _started_shoe(self, shoe_id: str) -> Shoe | None:
+        shoe = self.state.shoes.get(shoe_id)
+        return shoe if shoe is not None and shoe.started else None
+
     def _shoe_started(self, event: m.ShoeStarted) -> None:
         d = event.data
         self._last_time = event.time
-        if d.shoe_id in self.state.shoes:
+        shoe = self._shoe(d.shoe_id)
+        if shoe is None or shoe.started:
             return  # redelivered
-        self.state.shoes[d.shoe_id] = Shoe(d.shoe_id, d.decks, d.automatic, ShoeComposition(d.decks))
-        self.state.shoe_order.append(d.shoe_id)
+        shoe.started, shoe.decks, shoe.automatic = True, d.decks, d.automatic
+        shoe.composition = ShoeComposition(d.decks)
 
     def _card_read(self, event: m.CardRead) -> None:
         d = event.data
         self._last_time = event.time
-        shoe = self.state.shoes.get(d.shoe_id)
+        shoe = self._started_shoe(d.shoe_id)
         if shoe is None or d.index in shoe.reads:
             return  # no shoe.started seen, or a redelivered read
+        assert shoe.composition is not None
         shoe.reads[d.index] = d.card
         shoe.last_index = max(shoe.last_index, d.index)
         context = Context(self.state.table_id, f"shoe:{shoe.shoe_id}:{d.index}", shoe_id=shoe.shoe_id)
@@ -302,7 +321,7 @@ class TableWatch:
     def _cut_card(self, event: m.CutCardReached) -> None:
         d = event.data
         self._last_time = event.time
-        shoe = self.state.shoes.get(d.shoe_id)
+        shoe = self._started_shoe(d.shoe_id)
         if shoe is None or shoe.cut_index is not None:
             return
         shoe.cut_index = d.index
@@ -314,7 +333,7 @@ class TableWatch:
 
     def _shoe_ended(self, event: m.ShoeEnded) -> None:
         self._last_time = event.time
-        shoe = self.state.shoes.get(event.data.shoe_id)
+        shoe = self._started_shoe(event.data.shoe_id)
         if shoe is None:
             return
         shoe.ended = True
@@ -354,9 +373,10 @@ class TableWatch:
         if self.state.table_shoe != d.shoe_id:
             left = self.state.table_shoe
             self.state.table_shoe = d.shoe_id
-            if left is not None and left in self.state.shoes and self.state.shoes[left].ended:
-                self._finalize_shoe(self.state.shoes[left], event.time)
-        shoe = self.state.shoes.get(d.shoe_id)
+            previous = self.state.shoes.get(left or "")
+            if previous is not None and previous.ended:
+                self._finalize_shoe(previous, event.time)
+        shoe = self._shoe(d.shoe_id)
         if shoe is None:
             return
         if d.demo:
@@ -449,7 +469,7 @@ class TableWatch:
     def _cards_burned(self, event: m.CardsBurned) -> None:
         d = event.data
         self._last_time = event.time
-        shoe = self.state.shoes.get(d.shoe_id)
+        shoe = self._shoe(d.shoe_id)
         if shoe is None:
             return
         for index in d.indices:
@@ -507,7 +527,7 @@ class TableWatch:
             assert rnd.completed is not None
             shoe = self.state.shoes.get(rnd.shoe_id)
             needed = max((c.index for c in (*rnd.completed.player, *rnd.completed.banker)), default=0)
-            if not (shoe is None or shoe.ended or shoe.last_index >= needed):
+            if shoe is not None and not (shoe.started and (shoe.ended or shoe.last_index >= needed)):
                 return
             waiting.pop(0)
             self._check_round(rnd, time)
@@ -517,7 +537,7 @@ class TableWatch:
         assert c is not None
         rnd.checked = True
         self.rounds_checked += 1
-        shoe = self.state.shoes.get(rnd.shoe_id)
+        shoe = self._started_shoe(rnd.shoe_id)
         found: list[Finding] = []
         player = [DealtCard(x.index, CARDS[x.card]) for x in c.player]
         banker = [DealtCard(x.index, CARDS[x.card]) for x in c.banker]
@@ -620,6 +640,7 @@ class TableWatch:
         del self.state.earlier_fingerprints[: -patterns.REPEAT_SHOES_KEPT]
         del self.state.shoes[shoe.shoe_id]
         self.state.shoe_order.remove(shoe.shoe_id)
+        self.state.finished_shoes = [*self.state.finished_shoes[-7:], shoe.shoe_id]
 
     # ---- patterns at the table ----------------------------------------------------------------
 

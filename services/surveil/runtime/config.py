@@ -30,6 +30,10 @@ class Settings:
     topic_prefix: str = ""
     redis_prefix: str = ""
 
+    def topic(self, name: str) -> str:
+        """The name ``name`` has on the broker in this deployment."""
+        return self.topic_prefix + name
+
     @classmethod
     def from_env(cls, service: str) -> Settings:
         env = os.environ

@@ -1,0 +1,194 @@
+"""The live anomaly-detection service: the detectors of ``surveil.detect`` on faust-streaming.
+
+- ``watch`` consumes the co-partitioned ``baccarat.shoe``, ``baccarat.table`` and
+  ``baccarat.settlement`` topics (all keyed by table id, one partition count), keeps each table's
+  ``TableState`` in the ``table-watch`` table (changelog-backed: a restarted or rebalanced worker
+  resumes from it), publishes alerts to ``baccarat.alerts`` and the pattern facts, keyed by
+  patron or dealer, to an internal topic;
+- ``chart`` consumes those facts and keeps each patron's and dealer's CUSUM chart in the
+  ``pattern-charts`` table.
+
+Both agents run exactly the code the offline replay runs, so live and offline alerts agree.
+
+Delivery is at least once (faust commits offsets after flushing what it produced), and the
+tables make it effectively once. Each table's value holds, in one changelog record, its state,
+the offset of the last event applied per input topic, and the outputs of its recent events. An
+event at or below the applied offset is a redelivery after a restart: it is not applied again,
+its outputs are published again (they may have been lost with the worker). So no alert is lost
+and no event counts twice; a republished alert carries the same deterministic id, which is how
+consumers tell it from a new one. (faust's ``exactly_once`` mode was tried and rejected: after
+a kill -9 its tables came back without updates whose offsets it had committed, and it raised
+alerts an uninterrupted run did not.)
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import faust
+import msgspec
+
+from ..detect import patterns
+from ..detect.alerts import raise_alert
+from ..detect.floor import chart_finding
+from ..detect.table import DealerRound, Fact, PatronBet, Raised, TableState, TableWatch
+from ..events import codec
+from ..events.models import ALERTS_TOPIC, DEADLETTER_TOPIC, SETTLEMENT_TOPIC, SHOE_TOPIC, TABLE_TOPIC, AlertRaised
+from ..runtime import deadletter
+from ..runtime.config import Settings
+from . import metrics
+
+SERVICE = "anomaly-detection"
+RECENT_OUTPUTS = 256  # per table or chart: more than a worker has in flight when it dies
+
+settings = Settings.from_env(SERVICE)
+
+
+class Output(msgspec.Struct, array_like=True):
+    """Something an input event produced: where it went, and the bytes."""
+
+    source: str  # "topic:offset" of the input event
+    topic: str
+    key: bytes
+    value: bytes
+
+
+class Outbox(msgspec.Struct):
+    """Offsets applied per input topic and the outputs of the recent events: what makes a
+    redelivered event harmless."""
+
+    applied: dict[str, int] = {}
+    outputs: list[Output] = []
+
+    def seen(self, topic: str, offset: int) -> bool:
+        return offset <= self.applied.get(topic, -1)
+
+    def record(self, topic: str, offset: int, outputs: list[Output]) -> None:
+        self.applied[topic] = offset
+        self.outputs = [*self.outputs, *outputs][-RECENT_OUTPUTS:]
+
+    def of(self, topic: str, offset: int) -> list[Output]:
+        source = f"{topic}:{offset}"
+        return [o for o in self.outputs if o.source == source]
+
+
+class Watched(msgspec.Struct):
+    """What the ``table-watch`` table keeps per table."""
+
+    state: TableState
+    outbox: Outbox = msgspec.field(default_factory=Outbox)
+
+
+class Charted(msgspec.Struct):
+    """What the ``pattern-charts`` table keeps per patron or dealer."""
+
+    chart: patterns.Cusum
+    outbox: Outbox = msgspec.field(default_factory=Outbox)
+
+
+app = faust.App(
+    settings.topic(SERVICE),
+    datadir=os.environ.get("FAUST_DATADIR", os.path.join(tempfile.gettempdir(), "surveil-faust")),
+    broker=f"kafka://{settings.kafka_bootstrap}",
+    store="memory://",
+    topic_partitions=settings.partitions,
+    topic_allow_declare=True,
+    consumer_auto_offset_reset="earliest",
+    key_serializer="raw",
+    value_serializer="raw",
+    web_enabled=False,
+    producer_acks=-1,
+    broker_session_timeout=10.0,  # a killed worker's partitions move on after 10 s, not 60
+    broker_heartbeat_interval=3.0,
+    broker_commit_interval=1.0,  # what a crash can make it republish: about a second's outputs
+)
+
+streams = app.topic(
+    settings.topic(SHOE_TOPIC), settings.topic(TABLE_TOPIC), settings.topic(SETTLEMENT_TOPIC), key_type=bytes, value_type=bytes
+)
+alerts_topic = app.topic(settings.topic(ALERTS_TOPIC), key_type=bytes, value_type=bytes)
+deadletters_topic = app.topic(settings.topic(DEADLETTER_TOPIC), key_type=bytes, value_type=bytes)
+facts_topic = app.topic(
+    settings.topic(f"{SERVICE}-facts"), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True
+)
+TOPICS = {ALERTS_TOPIC: alerts_topic, DEADLETTER_TOPIC: deadletters_topic, "facts": facts_topic}
+
+watch_table = app.Table("table-watch", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
+chart_table = app.Table("pattern-charts", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
+
+_watched = msgspec.msgpack.Decoder(Watched)
+_charted = msgspec.msgpack.Decoder(Charted)
+_facts = msgspec.msgpack.Decoder(PatronBet | DealerRound)
+_encode = msgspec.msgpack.Encoder().encode
+
+
+def _alert_outputs(source: str, raised: list[Raised]) -> list[Output]:
+    outputs = []
+    for item in raised:
+        alert: AlertRaised = raise_alert(item.finding, item.context, item.time)
+        outputs.append(Output(source, ALERTS_TOPIC, alert.subject.encode(), codec.encode(alert)))
+        metrics.ALERTS.labels(alert.data.rule, alert.data.severity).inc()
+        metrics.ALERT_LATENCY.observe(max(time.time() - alert.time.timestamp(), 0.0))
+    return outputs
+
+
+async def _publish(outputs: list[Output]) -> None:
+    for output in outputs:
+        await TOPICS[output.topic].send(key=output.key, value=output.value)
+
+
+@app.agent(streams)
+async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
+    async for event in stream.events():
+        message = event.message
+        topic = message.topic.removeprefix(settings.topic_prefix)
+        source = f"{topic}:{message.offset}"
+        raw: bytes = event.value
+        try:
+            decoded = codec.decode(raw)
+        except codec.InvalidEventError as error:
+            letter = deadletter.dead_letter(
+                SERVICE, raw, str(error), origin=message.topic, topic=message.topic, partition=message.partition, offset=message.offset
+            )
+            await deadletters_topic.send(key=event.key or b"", value=deadletter.encode(letter))
+            metrics.DEAD_LETTERS.labels(SERVICE, message.topic).inc()
+            continue
+        key = decoded.subject.encode()
+        stored = watch_table.get(key)
+        watched = _watched.decode(stored) if stored else Watched(TableState(decoded.subject))
+        if watched.outbox.seen(topic, message.offset):
+            await _publish(watched.outbox.of(topic, message.offset))
+            continue
+        table_watch = TableWatch(watched.state)
+        raised, facts = table_watch.feed(decoded)
+        outputs = _alert_outputs(source, raised)
+        outputs += [Output(source, "facts", fact.key.encode(), _encode(fact)) for fact in facts]
+        watched.outbox.record(topic, message.offset, outputs)
+        watch_table[key] = _encode(watched)
+        await _publish(outputs)
+        metrics.ROUNDS_CHECKED.inc(table_watch.rounds_checked)
+        metrics.EVENT_LATENCY.observe(max(time.time() - decoded.time.timestamp(), 0.0))
+        yield None
+
+
+@app.agent(facts_topic)
+async def chart(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
+    async for event in stream.events():
+        message = event.message
+        fact: Fact = _facts.decode(event.value)
+        key = fact.key.encode()
+        stored = chart_table.get(key)
+        charted = _charted.decode(stored) if stored else Charted(patterns.Cusum())
+        if charted.outbox.seen("facts", message.offset):
+            await _publish(charted.outbox.of("facts", message.offset))
+            continue
+        found = chart_finding(charted.chart, fact)
+        outputs = _alert_outputs(f"facts:{message.offset}", [found] if found else [])
+        charted.outbox.record("facts", message.offset, outputs)
+        chart_table[key] = _encode(charted)
+        await _publish(outputs)
+        yield None
