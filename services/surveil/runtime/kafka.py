@@ -19,7 +19,7 @@ from __future__ import annotations
 import signal
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -92,6 +92,7 @@ class KafkaRunner:
         self.log = structlog.get_logger().bind(service=processor.name)
         self.stop = threading.Event()
         self.topic_prefix = settings.topic_prefix
+        self.unrecovered: set[TopicPartition] = set()  # assigned, paused until ``recover`` ran
         self.consumer = KafkaConsumer(
             bootstrap_servers=settings.kafka_bootstrap,
             group_id=self.topic_prefix + processor.name,
@@ -121,6 +122,10 @@ class KafkaRunner:
         try:
             while not self.stop.is_set():
                 records = self.consumer.poll(timeout_ms=200)
+                if self.unrecovered:
+                    recovered = self.recover()
+                    # Paused, they return nothing; but nothing read before the seek may pass.
+                    records = {tp: batch for tp, batch in records.items() if tp not in recovered}
                 if records:
                     self._process(records)
         finally:
@@ -202,30 +207,39 @@ class KafkaRunner:
 
     # ---- recovery ---------------------------------------------------------------------------
 
-    def recover(self, assigned: Iterable[TopicPartition]) -> None:
+    def recover(self) -> set[TopicPartition]:
         """Resume each newly assigned partition after the last batch applied to Redis, first
-        publishing that batch's outbox if its Kafka transaction never committed."""
+        publishing that batch's outbox if its Kafka transaction never committed. Returns the
+        partitions it recovered."""
         self.state.discard()
         progress = self.backend.progress(self.processor.name)
-        for tp in assigned:
+        for tp in sorted(self.unrecovered):
             applied = progress.get(_source(tp))
-            if applied is None:
-                continue
-            committed = self.consumer.committed(tp)
-            if committed is None or committed <= applied:
-                raw = self.backend.outbox(self.processor.name, _source(tp))
-                outputs = _outbox_decoder.decode(raw) if raw else []
-                self.log.info("publishing outbox of an unfinished batch", partition=_source(tp), events=len(outputs))
-                self._publish(outputs, {tp: applied})
-            self.consumer.seek(tp, applied + 1)
+            if applied is not None:
+                committed = self.consumer.committed(tp)
+                if committed is None or committed <= applied:
+                    raw = self.backend.outbox(self.processor.name, _source(tp))
+                    outputs = _outbox_decoder.decode(raw) if raw else []
+                    self.log.info("publishing outbox of an unfinished batch", partition=_source(tp), events=len(outputs))
+                    self._publish(outputs, {tp: applied})
+                self.consumer.seek(tp, applied + 1)
+            self.consumer.resume(tp)
+        recovered, self.unrecovered = self.unrecovered, set()
+        return recovered
 
 
 class _Recovery(ConsumerRebalanceListener):
+    """Recovery needs blocking consumer calls (``committed``), which kafka-python refuses inside
+    its rebalance callbacks; so the callback only pauses the new partitions, and the run loop
+    recovers them before it takes any of their records."""
+
     def __init__(self, runner: KafkaRunner) -> None:
         self.runner = runner
 
     def on_partitions_revoked(self, revoked: Any) -> None:
         self.runner.state.discard()
+        self.runner.unrecovered.difference_update(revoked)
 
     def on_partitions_assigned(self, assigned: Any) -> None:
-        self.runner.recover(assigned)
+        self.runner.consumer.pause(*assigned)
+        self.runner.unrecovered.update(assigned)
