@@ -12,6 +12,7 @@ SERVICES = {
     "table-controller": "surveil.table_controller.service",
     "settlement": "surveil.settlement.service",
     "anomaly-detection": "surveil.anomaly_detection.service",
+    "lag-exporter": "surveil.runtime.lag_exporter",
 }
 
 
@@ -36,3 +37,7 @@ from .settlement.cli import ledger, reconcile  # noqa: E402
 main.add_command(ledger)
 main.add_command(reconcile)
 main.add_command(importlib.import_module("surveil.sim.cli").simulate_command)
+
+from .demo import demo_command  # noqa: E402
+
+main.add_command(demo_command)
