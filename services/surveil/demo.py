@@ -104,7 +104,7 @@ class FloorView:
 @click.option("--seed", type=int, default=7, show_default=True)
 @click.option("--profile", type=click.Choice(profile_names()), default=DEFAULT_PROFILE, show_default=True)
 @click.option("--inject", "inject_text", default=DEMO_INJECTIONS, show_default=True, metavar="CODE[,CODE...]")
-@click.option("--speed", type=click.FloatRange(min=0), default=400.0, show_default=True, help="Times real pace (0: as fast as possible).")
+@click.option("--speed", type=click.FloatRange(min=0), default=200.0, show_default=True, help="Times real pace (0: as fast as possible).")
 @click.option("--out-dir", type=click.Path(file_okay=False, path_type=Path), default=Path("demo-output"), show_default=True)
 def demo_command(tables: int, shoes: int, seed: int, profile: str, inject_text: str, speed: float, out_dir: Path) -> None:
     """Run the whole pipeline on a simulated floor in this process (no broker), live."""
