@@ -171,6 +171,7 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         watch_table[key] = _encode(watched)
         await _publish(outputs)
         metrics.ROUNDS_CHECKED.inc(table_watch.rounds_checked)
+        metrics.table_event(decoded, watched.state)
         metrics.EVENT_LATENCY.observe(max(time.time() - decoded.time.timestamp(), 0.0))
         yield None
 

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 
+from ..detect.table import TableState
+from ..events import models as m
 from ..runtime.metrics import DEAD_LETTERS
 
-__all__ = ["ALERTS", "ALERT_LATENCY", "DEAD_LETTERS", "EVENT_LATENCY", "ROUNDS_CHECKED"]
+__all__ = [
+    "ALERTS", "ALERT_LATENCY", "DEAD_LETTERS", "EVENT_LATENCY", "ROUNDS_CHECKED", "ROUND_OUTCOMES",
+    "TABLE_LAST_EVENT", "TABLE_SHOE_IN_PLAY", "table_event",
+]
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 
@@ -22,3 +27,45 @@ EVENT_LATENCY = Histogram(
     "From an event's time at the table to the detectors having processed it.",
     buckets=LATENCY_BUCKETS,
 )
+
+# Per table, for the surveillance room's dashboards and the "table silent" alert (ops/prometheus).
+ROUND_OUTCOMES = Counter(
+    "surveil_round_outcomes_total",
+    "Rounds completed at a table, by outcome (player, banker, tie) and the dealer who ran them; demonstration rounds are left out.",
+    ["table", "dealer", "outcome"],
+)
+TABLE_LAST_EVENT = Gauge(
+    "surveil_table_last_event_timestamp_seconds",
+    "Time at the table (Unix time) of the newest event of its shoe or table stream this worker processed.",
+    ["table"],
+)
+TABLE_SHOE_IN_PLAY = Gauge(
+    "surveil_table_shoe_in_play",
+    "1 while the table's shoe is in play (started and not ended, by the shoe stream), 0 once it ended.",
+    ["table"],
+)
+
+_SHOE_EVENTS = (m.ShoeStarted, m.CardRead, m.CutCardReached, m.ShoeEnded)
+_last_event: dict[str, float] = {}
+
+
+def table_event(event: m.Event, state: TableState) -> None:
+    """The per-table metrics, once ``event`` was applied to its table's ``state`` (each event once:
+    a redelivered event does not come here)."""
+    table = state.table_id
+    if event.topic == m.SETTLEMENT_TOPIC:  # the settlement's events are not the table's activity
+        return
+    when = event.time.timestamp()
+    if when > _last_event.get(table, 0.0):
+        _last_event[table] = when
+        TABLE_LAST_EVENT.labels(table).set(when)
+    if isinstance(event, _SHOE_EVENTS):
+        shoe_id = event.data.shoe_id
+        shoe = state.shoes.get(shoe_id)
+        ended = isinstance(event, m.ShoeEnded) or shoe_id in state.finished_shoes or (shoe is not None and shoe.ended)
+        TABLE_SHOE_IN_PLAY.labels(table).set(0 if ended else 1)
+    elif isinstance(event, m.RoundCompleted):
+        played = state.rounds.get(event.data.round_id)
+        if played is None or not played.demo:
+            dealer = played.dealer_id if played is not None else "unknown"
+            ROUND_OUTCOMES.labels(table, dealer, event.data.outcome.value).inc()
