@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from ..core.findings import SEVERITY
+from ..core.play import Outcome
 from ..detect.table import TableState
 from ..events import models as m
 from ..runtime.metrics import DEAD_LETTERS
@@ -17,6 +19,10 @@ LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.
 
 ROUNDS_CHECKED = Counter("surveil_rounds_checked_total", "Rounds replayed against the rules.")
 ALERTS = Counter("surveil_alerts_total", "Alerts raised, by rule and severity.", ["rule", "severity"])
+# Every rule's series exists from the start at 0: a series that first appears at 1 is an increase
+# that Prometheus' increase() and rate() cannot see, and a rule's first alert is the one that counts.
+for _code, _severity in SEVERITY.items():
+    ALERTS.labels(_code.value, _severity.value)
 ALERT_LATENCY = Histogram(
     "surveil_alert_latency_seconds",
     "From the table event that revealed a finding (a card read, a round's end) to its alert being published.",
@@ -64,6 +70,9 @@ def table_event(event: m.Event, state: TableState) -> None:
         shoe = state.shoes.get(shoe_id)
         ended = isinstance(event, m.ShoeEnded) or shoe_id in state.finished_shoes or (shoe is not None and shoe.ended)
         TABLE_SHOE_IN_PLAY.labels(table).set(0 if ended else 1)
+    elif isinstance(event, m.RoundOpened):  # the round's series from 0, before its first outcome
+        for outcome in Outcome:
+            ROUND_OUTCOMES.labels(table, event.data.dealer_id, outcome.value)
     elif isinstance(event, m.RoundCompleted):
         played = state.rounds.get(event.data.round_id)
         if played is None or not played.demo:
