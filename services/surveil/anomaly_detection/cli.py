@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import time
 from collections.abc import Iterator
@@ -37,9 +38,18 @@ def _lines_with_progress(path: Path, progress: Progress) -> Iterator[bytes]:
 @click.argument("log", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--profile", help="House profile to judge by, overriding the one each round.opened names.")
 @click.option("--alerts", "alerts_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the alert events here as JSONL.")
-def replay_command(log: Path, profile: str | None, alerts_file: Path | None) -> None:
-    """Replay a recorded event log (.jsonl or .jsonl.gz) through the detectors and report."""
+@click.option("--kafka", metavar="BOOTSTRAP", help="Publish the log into the topics of this broker instead, for the live services.")
+@click.option("--speed", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True, help="With --kafka: times the original pace.")
+@click.option("--max", "as_fast", is_flag=True, help="With --kafka: as fast as the broker takes it.")
+def replay_command(
+    log: Path, profile: str | None, alerts_file: Path | None, kafka: str | None, speed: float, as_fast: bool
+) -> None:
+    """Replay a recorded event log (.jsonl or .jsonl.gz) through the detectors and report, or
+    with --kafka publish it into the live pipeline's topics."""
     console = Console(stderr=True)
+    if kafka:
+        _publish(log, kafka, None if as_fast else speed, console)
+        return
     out = open(alerts_file, "wb") if alerts_file else None
 
     def write(alert: AlertRaised) -> None:
@@ -53,3 +63,20 @@ def replay_command(log: Path, profile: str | None, alerts_file: Path | None) -> 
     if out:
         out.close()
     Console().print(report.render(result, time.perf_counter() - started))
+
+
+def _publish(log: Path, bootstrap: str, speed: float | None, console: Console) -> None:
+    from ..runtime.config import Settings
+    from ..runtime.kafka import Publisher
+    from .publish import publish_log
+    from .replay import BadLine
+
+    publisher = Publisher(dataclasses.replace(Settings.from_env("replay"), kafka_bootstrap=bootstrap))
+    bad: list[BadLine] = []
+    columns = (TextColumn("publishing {task.description}"), BarColumn(), TransferSpeedColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        count = publish_log(_lines_with_progress(log, progress), publisher, speed, bad.append)
+    publisher.close()
+    console.print(f"published {count:,} events to {bootstrap}; {len(bad)} malformed lines skipped")
+    for line in bad[:10]:
+        console.print(f"  line {line.number}: {line.reason}")
