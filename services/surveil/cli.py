@@ -41,3 +41,8 @@ main.add_command(importlib.import_module("surveil.sim.cli").simulate_command)
 from .demo import demo_command  # noqa: E402
 
 main.add_command(demo_command)
+
+from .stack import down_command, up_command  # noqa: E402
+
+main.add_command(up_command)
+main.add_command(down_command)

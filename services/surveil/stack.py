@@ -1,0 +1,106 @@
+"""``surveil up`` / ``surveil down``: the full local stack on this machine: Kafka, Redis and
+Prometheus (ops/stack.sh), the four services and a simulated floor playing live into them."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import click
+
+from .runtime.config import DEFAULT_METRICS_PORTS
+
+ROOT = Path(__file__).resolve().parents[2]
+STACK = ROOT / "ops" / "stack.sh"
+RUN = ROOT / ".stack" / "run"  # pid and log files of what `up` started
+SERVICES = ("shoe-reader", "table-controller", "settlement", "anomaly-detection")
+
+
+def _stack(command: str) -> None:
+    if not STACK.exists():
+        raise click.ClickException(f"{STACK} not found: `surveil up` runs from a checkout of the repository")
+    subprocess.run(["bash", str(STACK), command], check=True)
+
+
+def _start(name: str, args: list[str]) -> int:
+    RUN.mkdir(parents=True, exist_ok=True)
+    log = open(RUN / f"{name}.log", "ab")
+    process = subprocess.Popen([sys.executable, "-m", "surveil", *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    (RUN / f"{name}.pid").write_text(str(process.pid))
+    return process.pid
+
+
+def _running(name: str) -> bool:
+    pid_file = RUN / f"{name}.pid"
+    if not pid_file.exists():
+        return False
+    try:
+        os.kill(int(pid_file.read_text()), 0)
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+def _wait_for_metrics(port: int, seconds: float = 60.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=1):
+                return True
+        except OSError:
+            time.sleep(0.5)
+    return False
+
+
+@click.command("up")
+@click.option("--tables", type=click.IntRange(min=1), default=20, show_default=True, help="Simulated tables.")
+@click.option("--shoes", type=click.IntRange(min=1), default=100, show_default=True, help="Shoes each table plays.")
+@click.option("--pace", type=click.FloatRange(min=0), default=50.0, show_default=True, help="Seconds per round (50: real pace).")
+@click.option("--inject", default="DRAW_BANKER_EXTRA,LATE_BET,CARD_MISMATCH", show_default=True, metavar="CODE[,CODE...]")
+def up_command(tables: int, shoes: int, pace: float, inject: str) -> None:
+    """Start Kafka, Redis, Prometheus, the four services and a simulated floor."""
+    _stack("up")
+    for service in SERVICES:
+        if _running(service):
+            click.echo(f"{service}: already running")
+            continue
+        pid = _start(service, ["serve", service])
+        port = DEFAULT_METRICS_PORTS[service]
+        ready = _wait_for_metrics(port)
+        click.echo(f"{service}: pid {pid}, metrics http://127.0.0.1:{port}/metrics{'' if ready else ' (not answering yet: see its log)'}")
+    if not _running("simulator"):
+        args = ["simulate", "--live", "--tables", str(tables), "--shoes", str(shoes), "--pace", str(pace)]
+        pid = _start("simulator", [*args, "--inject", inject] if inject else args)
+        click.echo(f"simulator: pid {pid}, {tables} tables at {pace:g} s a round")
+    click.echo(
+        f"\nPrometheus: http://127.0.0.1:9090 (alerts: /alerts, rules: /rules)\n"
+        f"Logs: {RUN}/*.log\nAlerts as they happen: the topic baccarat.alerts\n"
+        "Grafana runs with docker compose (docs/deployment.md); here, query Prometheus directly.\n"
+        "Stop everything: surveil down"
+    )
+
+
+@click.command("down")
+def down_command() -> None:
+    """Stop the simulated floor, the services and the local stack."""
+    for name in ("simulator", *reversed(SERVICES)):
+        pid_file = RUN / f"{name}.pid"
+        if not _running(name):
+            pid_file.unlink(missing_ok=True)
+            continue
+        pid = int(pid_file.read_text())
+        os.killpg(pid, signal.SIGTERM)
+        for _ in range(100):
+            if not _running(name):
+                break
+            time.sleep(0.1)
+        else:
+            os.killpg(pid, signal.SIGKILL)
+        pid_file.unlink(missing_ok=True)
+        click.echo(f"{name}: stopped")
+    _stack("down")
