@@ -16,6 +16,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, 
 from ..events import codec
 from ..events.models import AlertRaised
 from . import report
+from .incident import IncidentCollector
 from .replay import replay
 
 
@@ -38,11 +39,13 @@ def _lines_with_progress(path: Path, progress: Progress) -> Iterator[bytes]:
 @click.argument("log", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--profile", help="House profile to judge by, overriding the one each round.opened names.")
 @click.option("--alerts", "alerts_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the alert events here as JSONL.")
+@click.option("--report", "report_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the incident report here: one self-contained HTML page.")
 @click.option("--kafka", metavar="BOOTSTRAP", help="Publish the log into the topics of this broker instead, for the live services.")
 @click.option("--speed", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True, help="With --kafka: times the original pace.")
 @click.option("--max", "as_fast", is_flag=True, help="With --kafka: as fast as the broker takes it.")
 def replay_command(
-    log: Path, profile: str | None, alerts_file: Path | None, kafka: str | None, speed: float, as_fast: bool
+    log: Path, profile: str | None, alerts_file: Path | None, report_file: Path | None, kafka: str | None, speed: float,
+    as_fast: bool,
 ) -> None:
     """Replay a recorded event log (.jsonl or .jsonl.gz) through the detectors and report, or
     with --kafka publish it into the live pipeline's topics."""
@@ -51,17 +54,23 @@ def replay_command(
         _publish(log, kafka, None if as_fast else speed, console)
         return
     out = open(alerts_file, "wb") if alerts_file else None
+    incidents = IncidentCollector(log.name, profile) if report_file else None
 
     def write(alert: AlertRaised) -> None:
         if out:
             out.write(codec.encode(alert) + b"\n")
+        if incidents is not None:
+            incidents.alert(alert)
 
     started = time.perf_counter()
     columns = (TextColumn("replaying {task.description}"), BarColumn(), TransferSpeedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as progress:
-        result = replay(_lines_with_progress(log, progress), profile=profile, on_alert=write)
+        result = replay(_lines_with_progress(log, progress), profile=profile, on_alert=write,
+                        on_event=incidents.event if incidents is not None else None)
     if out:
         out.close()
+    if incidents is not None and report_file:
+        report_file.write_text(incidents.render(result), encoding="utf-8")
     Console().print(report.render(result, time.perf_counter() - started))
 
 
