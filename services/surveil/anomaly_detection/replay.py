@@ -70,13 +70,17 @@ def replay(
             for alert in alerts:
                 on_alert(alert)
 
+    by_type = result.events_by_type
+    feed = floor.feed
     for event in read_events(lines, result.bad_lines.append):
-        result.events += 1
-        result.events_by_type[event.__struct_config__.tag] += 1  # type: ignore[index]
+        by_type[event.__struct_config__.tag] += 1  # type: ignore[index]
         if on_event:
             on_event(event)
         if event.topic in WATCHED_TOPICS:
-            emit(floor.feed(event))
+            alerts = feed(event)
+            if alerts:
+                emit(alerts)
+    result.events = by_type.total()
     emit(floor.flush())
     result.rounds_checked = floor.rounds_checked
     result.tables = len(floor.tables)

@@ -74,7 +74,9 @@ class Floor:
 
     def feed(self, event: Event) -> list[AlertRaised]:
         raised, facts = self.watch(event.subject).feed(event)
-        return self._alerts(raised, facts)
+        if raised or facts:
+            return self._alerts(raised, facts)
+        return []
 
     def flush(self) -> list[AlertRaised]:
         alerts = []

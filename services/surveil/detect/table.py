@@ -36,6 +36,7 @@ from . import patterns
 from .alerts import Context
 
 RECENT_ROUNDS = 12  # rounds kept after they are fully checked and settled
+_NOTHING: tuple[list["Raised"], list["Fact"]] = ([], [])  # what most events yield; never mutated
 
 
 class Bet(msgspec.Struct):
@@ -68,7 +69,6 @@ class Round(msgspec.Struct):
     demo_bets_flagged: bool = False
     settled: dict[str, str] = {}  # bet id -> id of the bet.settled event that settled it
     settled_totals: list[int] = msgspec.field(default_factory=lambda: [0, 0, 0, 0])  # as RoundTotals  # staked, paid_out, commission, house_net from bet.settled
-    settled_once: list[str] = []  # bets whose first settlement was checked
     round_settled: bool = False
     waiting_settlements: list[SettlementEvent] = []
 
@@ -204,7 +204,9 @@ class TableWatch:
         handler = _HANDLERS.get(type(event))
         if handler is not None:
             handler(self, event)
-        return self._take()
+        if self.raised or self.facts:
+            return self._take()
+        return _NOTHING
 
     def flush(self) -> tuple[list[Raised], list[Fact]]:
         """The input ended: check what still waits for events that will not come."""
@@ -291,7 +293,6 @@ class TableWatch:
         assert shoe.composition is not None
         shoe.reads[d.index] = d.card
         shoe.last_index = max(shoe.last_index, d.index)
-        context = Context(self.state.table_id, f"shoe:{shoe.shoe_id}:{d.index}", shoe_id=shoe.shoe_id)
         if not shoe.composition.take(d.card):
             count = shoe.composition.copies_seen(d.card)
             self._raise(
@@ -301,7 +302,7 @@ class TableWatch:
                     f"Copy {count} of the {d.card} came out of a {shoe.decks}-deck shoe: a foreign card is in play.",
                     {"card": d.card, "index": d.index, "copies_seen": count, "decks": shoe.decks},
                 ),
-                context,
+                self._card_context(shoe, d.index),
                 event.time,
             )
         if d.face_up:
@@ -312,11 +313,14 @@ class TableWatch:
                     f"The {d.card} (card {d.index}) came out of the shoe face up; the round and its bets stay valid.",
                     {"card": d.card, "index": d.index},
                 ),
-                context,
+                self._card_context(shoe, d.index),
                 event.time,
             )
         self._fingerprint(shoe, d.card, d.index, event.time)
         self._check_ready_rounds(event.time)
+
+    def _card_context(self, shoe: Shoe, index: int) -> Context:
+        return Context(self.state.table_id, f"shoe:{shoe.shoe_id}:{index}", shoe_id=shoe.shoe_id)
 
     def _cut_card(self, event: m.CutCardReached) -> None:
         d = event.data
@@ -732,13 +736,12 @@ class TableWatch:
     def _check_bet_settled(self, rnd: Round, event: m.BetSettled, time: datetime) -> None:
         d = event.data
         bet = rnd.bets.get(d.bet_id)
-        context = self._round_context(rnd, f":settle:{d.bet_id}", bet_id=d.bet_id, patron_id=d.patron_id)
-        first = rnd.settled.setdefault(d.bet_id, event.id)
-        if first == event.id and d.bet_id in rnd.settled_once:
+        first = rnd.settled.get(d.bet_id)
+        if first == event.id:
             return  # the same event delivered again
         totals = money.RoundTotals(*rnd.settled_totals).add(d.amount, money.Settlement(d.result, d.net, d.commission))
         rnd.settled_totals = [totals.staked, totals.paid_out, totals.commission, totals.house_net]
-        if first != event.id:
+        if first is not None:
             self._raise(
                 Finding(
                     AlertCode.DUPLICATE_SETTLEMENT,
@@ -750,7 +753,7 @@ class TableWatch:
                 time,
             )
             return
-        rnd.settled_once.append(d.bet_id)
+        rnd.settled[d.bet_id] = event.id
         if bet is None or bet.withdrawn:
             self._raise(
                 Finding(
@@ -759,7 +762,7 @@ class TableWatch:
                     f"Settlement paid bet {d.bet_id}, which the table never recorded on round {rnd.round_id}.",
                     {"bet_id": d.bet_id, "net": d.net, "stake": d.amount},
                 ),
-                context,
+                self._settle_context(rnd, d),
                 time,
             )
             return
@@ -779,9 +782,12 @@ class TableWatch:
                 f"{d.commission}; the rules give {expected.net:+d} and {expected.commission}.",
                 {"bet_id": d.bet_id, "differences": differences, "stake": bet.amount, "difference": d.net - expected.net},
             ),
-            context,
+            self._settle_context(rnd, d),
             time,
         )
+
+    def _settle_context(self, rnd: Round, d: m.BetSettledData) -> Context:
+        return self._round_context(rnd, f":settle:{d.bet_id}", bet_id=d.bet_id, patron_id=d.patron_id)
 
     def _check_round_settled(self, rnd: Round, d: m.RoundSettledData, time: datetime) -> None:
         if rnd.round_settled:
