@@ -624,6 +624,26 @@ def test_the_compose_prometheus_scrapes_every_service_on_its_metrics_port(deploy
         assert list(PROMETHEUS_DIR.glob(pattern)), f"rule_files {pattern} matches nothing in ops/prometheus"
 
 
+def test_grafana_finds_prometheus_and_the_dashboards_where_compose_puts_them(deployment: Deployment) -> None:
+    grafana = deployment.services["grafana"]
+    mounts = {target: Path(source) for kind, source, target in grafana.mounts if kind == "bind"}
+    provisioning = mounts["/etc/grafana/provisioning"]
+    datasources = [ds for f in sorted((provisioning / "datasources").glob("*.y*ml"))
+                   for ds in yaml.safe_load(f.read_text(encoding="utf-8")).get("datasources") or []]
+    prometheus = [ds for ds in datasources if ds.get("type") == "prometheus"]
+    assert prometheus and all(ds.get("uid") for ds in prometheus), "a Prometheus datasource, pinned by uid"
+    listen = next(a for a in deployment.services["prometheus"].command if a.startswith("--web.listen-address="))
+    for ds in prometheus:
+        assert ds["url"] == f"http://prometheus:{listen.rsplit(':', 1)[1]}", f"datasource {ds['uid']}: {ds['url']}"
+    providers = [p for f in sorted((provisioning / "dashboards").glob("*.y*ml"))
+                 for p in yaml.safe_load(f.read_text(encoding="utf-8")).get("providers") or []]
+    assert providers, "no dashboard provider"
+    for provider in providers:
+        path = provider["options"]["path"]
+        assert path in mounts, f"dashboards provider reads {path}, which compose does not mount"
+        assert mounts[path].is_dir()
+
+
 def test_the_local_prometheus_targets_agree_with_the_compose_metrics_ports(deployment: Deployment) -> None:
     """ops/prometheus/prometheus.yml scrapes 127.0.0.1 (ops/stack.sh); its jobs are compose
     services and its ports their METRICS_PORTs, which are also the code's defaults."""
