@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import msgspec
+
 from ..core import money
 from ..core.cards import CARDS, Card
 from ..core.findings import AlertCode
@@ -271,6 +273,7 @@ class Incident:
 
     alert: m.AlertRaised
     order: int  # in the order raised
+    evidence: dict[str, Any]  # as it was when raised (a detector may keep changing what it handed over)
     round: RoundTrail | None = None
     shoe: ShoeTrail | None = None
     earlier_shoe: ShoeTrail | None = None  # SHOE_REPEAT: the shoe the run came from
@@ -288,7 +291,7 @@ class Incident:
 
     @property
     def index(self) -> int | None:
-        value = self.alert.data.evidence.get("index")
+        value = self.evidence.get("index")
         return value if isinstance(value, int) else None
 
 
@@ -464,7 +467,7 @@ class IncidentCollector:
         """Keep what ``alert`` needs: pin its round and shoe, snapshot the records it judges."""
         d = alert.data
         table = self.table(d.table_id)
-        incident = Incident(alert, len(self.incidents))
+        incident = Incident(alert, len(self.incidents), msgspec.json.decode(msgspec.json.encode(d.evidence)))
         if d.round_id:
             incident.round = table.pin_round(d.round_id)
         shoe_id = d.shoe_id or (incident.round.shoe_id if incident.round else None)
@@ -480,7 +483,7 @@ class IncidentCollector:
                 self.wanted.setdefault((d.table_id, shoe.shoe_id), set()).add(index)
         rule = d.rule
         if rule == AlertCode.SHOE_REPEAT and shoe is not None:
-            incident.earlier_shoe = self._repeat_source(table, shoe, d.evidence)
+            incident.earlier_shoe = self._repeat_source(table, shoe, incident.evidence)
         elif rule == AlertCode.OUTCOME_DRIFT and shoe is not None:
             ended = [s for s in table.all_shoes() if s.seq <= shoe.seq and s.outcomes]
             incident.drift_shoes = [table.pin_shoe(s.shoe_id) or s for s in ended[-patterns.DRIFT_TABLE_SHOES:]]
@@ -632,17 +635,30 @@ def play_differences(c: m.RoundCompletedData, right: CorrectPlay) -> list[str]:
     out: list[str] = []
     dealt_p = [(x.index, x.card) for x in c.player]
     dealt_b = [(x.index, x.card) for x in c.banker]
-    if dealt_p[:2] != right.player[:2] or dealt_b[:2] != right.banker[:2]:
-        out.append(
-            f"First four cards: dealt Player {_plain_cards(dealt_p[:2])}, Banker {_plain_cards(dealt_b[:2])}; "
-            f"in shoe order (Art. 7: P, B, P, B) Player {_plain_cards(right.player[:2])}, Banker {_plain_cards(right.banker[:2])}."
-        )
     p2 = hand_total([CARDS[code] for _, code in right.player[:2]])
     b2 = hand_total([CARDS[code] for _, code in right.banker[:2]])
-    rule = player_rule(p2, b2)
-    out += _third_card("Player", dealt_p, right.player, p2, rule.article)
+    player_draw = player_rule(p2, b2)
     third = CARDS[right.player[2][1]] if len(right.player) == 3 else None
-    out += _third_card("Banker", dealt_b, right.banker, b2, banker_rule(b2, p2, third).article)
+    banker_draw = banker_rule(b2, p2, third)
+    same_places = [i for i, _ in dealt_p[:2]] == [i for i, _ in right.player[:2]] and [i for i, _ in dealt_b[:2]] == [i for i, _ in right.banker[:2]]
+    if dealt_p[:2] != right.player[:2] or dealt_b[:2] != right.banker[:2]:
+        if same_places:  # the right cards went to the right places, but a hand shows another card
+            for hand, dealt, ruled in (("Player", dealt_p, right.player), ("Banker", dealt_b, right.banker)):
+                for position, ((index, shown), (_, read)) in enumerate(zip(dealt[:2], ruled[:2]), start=1):
+                    if shown != read:
+                        out.append(f"The {hand}'s {_ordinal(position)} card shows the {shown} where the shoe read the {read} (card {index}).")
+        else:
+            out.append(
+                f"First four cards: dealt Player {_plain_cards(dealt_p[:2])}, Banker {_plain_cards(dealt_b[:2])}; "
+                f"in shoe order (Art. 7: P, B, P, B) Player {_plain_cards(right.player[:2])}, Banker {_plain_cards(right.banker[:2])}."
+            )
+        out.append(
+            f"By the rules the Player, on {p2}, {_draw_text(player_draw.draws, right.player)} ({player_draw.article}); "
+            f"the Banker, on {b2}, {_draw_text(banker_draw.draws, right.banker)} ({banker_draw.article})."
+        )
+    else:
+        out += _third_card("Player", dealt_p, right.player, p2, player_draw.article)
+        out += _third_card("Banker", dealt_b, right.banker, b2, banker_draw.article)
     actual = cards_result(c)
     ruled = right.coup.result
     if actual.outcome != ruled.outcome:
@@ -656,9 +672,11 @@ def play_differences(c: m.RoundCompletedData, right: CorrectPlay) -> list[str]:
     return out
 
 
+def _draw_text(draws: bool, hand: list[tuple[int, str]]) -> str:
+    return f"draws the {hand[2][1]} (card {hand[2][0]})" if draws else "stands"
+
+
 def _third_card(hand: str, dealt: list[tuple[int, str]], right: list[tuple[int, str]], two: int, article: str) -> list[str]:
-    if dealt[:2] != right[:2] and len(dealt) == len(right):
-        return []  # the first four cards already differ; the draw follows other cards
     if len(dealt) > len(right):
         extra = ", ".join(f"the {code} (card {index})" for index, code in dealt[len(right):])
         return [f"{hand} drew {extra} but had to stand on {two} ({article})."]
@@ -737,12 +755,19 @@ def time_text(time: datetime | None) -> str:
 
 
 def clock_text(time: datetime | None) -> str:
-    return time.strftime("%H:%M:%S") if time else "—"
+    """The time of day; with milliseconds when it has them (a late bet and the close may share a second)."""
+    if time is None:
+        return "—"
+    return time.strftime("%H:%M:%S") + (f".{time.microsecond // 1000:03d}" if time.microsecond else "")
 
 
 def settlement_text(s: Settlement | None) -> str:
     if s is None:
         return "—"
+    if s.result is BetResult.CARRIED:
+        return "carried to the next round"
+    if s.result is BetResult.PUSH:
+        return "push (stake back)"
     text = f"{s.result} {signed(s.net)}"
     return text + (f" (comm. {money_text(s.commission)})" if s.commission else "")
 
@@ -771,6 +796,9 @@ def value_html(value: Any) -> str:
     if isinstance(value, float):
         return e(f"{value:.3g}" if abs(value) < 1e-3 else f"{value:g}")
     return e(str(value) if isinstance(value, str) else json.dumps(value))
+
+
+BET_CELL_CLASSES = {0: "id", 1: "id", 2: "id", 3: "id", 4: "num", 5: "history"}
 
 
 class Page:
@@ -819,9 +847,9 @@ class Page:
         by_table = Counter(a.data.table_id for a in alerts)
         at_stake = sum(stake_of(a) for a in alerts)
         payout_gap = sum(
-            a.data.evidence.get("difference", 0)
-            for a in alerts
-            if a.data.rule == AlertCode.PAYOUT_MISMATCH and isinstance(a.data.evidence.get("difference"), int)
+            i.evidence["difference"]
+            for i in self.incidents
+            if i.data.rule == AlertCode.PAYOUT_MISMATCH and isinstance(i.evidence.get("difference"), int)
         )
         facts = [
             ("Log", f"<code>{e(self.c.log_name)}</code>"),
@@ -885,8 +913,8 @@ class Page:
             f'<span class="id"><span class="muted">alert</span> <code>{e(d.alert_id)}</code></span></p>',
         ]
         parts += self.views(i)
-        if d.evidence:
-            rows = "".join(f"<tr><th>{e(str(k))}</th><td>{value_html(v)}</td></tr>" for k, v in d.evidence.items())
+        if i.evidence:
+            rows = "".join(f"<tr><th>{e(str(k))}</th><td>{value_html(v)}</td></tr>" for k, v in i.evidence.items())
             parts.append(f'<div class="block"><h3>Evidence</h3><table class="kv evidence">{rows}</table></div>')
         parts.append('<p class="back"><a href="#contents">back to contents</a></p></section>')
         return "\n".join(parts)
@@ -1027,7 +1055,7 @@ class Page:
         ]
         declared_differs = declared != actual
         rows.append(
-            f'<tr class="{"bad" if declared_differs else ""}" data-row="declared"><th>Declared by the table</th><td colspan="2"></td>'
+            f'<tr class="{"bad" if declared_differs else ""}" data-row="declared"><th>Declared by the table</th><td colspan="2" class="muted">the totals and result announced (round.completed)</td>'
             f'<td class="num">{declared.player_total}</td><td class="num">{declared.banker_total}</td><td>{_result_text(declared)}</td></tr>'
         )
         if right is not None:
@@ -1062,7 +1090,9 @@ class Page:
         declared = declared_result(c) if c else None
         by_cards = cards_result(c) if c else None
         show_cards = c is not None and by_cards != declared
-        show_right = right is not None and declared is not None and right.coup.result != declared
+        show_right = (right is not None and declared is not None and right.coup.result != declared and commission is not None
+                      and any(money.settle(bet.spot, bet.amount, right.coup.result, commission) != money.settle(bet.spot, bet.amount, declared, commission)
+                              for bet in rnd.active_bets()))
         settlements: dict[str, list[tuple[datetime, str, m.BetSettledData]]] = {}
         for item in rnd.settlements:
             settlements.setdefault(item[2].bet_id, []).append(item)
@@ -1124,7 +1154,7 @@ class Page:
                 classes.append("bad")
             cells.append(f'<span class="{"hot" if off else ""}">{signed(gap)}</span>')
             rows.append(f'<tr class="{" ".join(classes)}" data-bet="{e(bet_id)}">' + "".join(
-                f'<td class="{"num" if n in (4,) else ""}">{cell}</td>' for n, cell in enumerate(cells)) + "</tr>")
+                f'<td class="{BET_CELL_CLASSES.get(n, "")}">{cell}</td>' for n, cell in enumerate(cells)) + "</tr>")
         span = len(head) - 1
         rows.append(f'<tr class="total"><th colspan="4">total</th><td class="num">{money_text(total["stake"])}</td><td></td>'
                     f'<td>net {signed(total["paid"])}</td><td>net {signed(total["due"])}</td>'
@@ -1153,7 +1183,7 @@ class Page:
 
     def burn_view(self, i: Incident) -> str:
         shoe = i.shoe
-        ev = i.data.evidence
+        ev = i.evidence
         if shoe is None:
             return ""
         burned = sorted(shoe.start_burn)
@@ -1172,13 +1202,13 @@ class Page:
 
     def cut_view(self, i: Incident) -> str:
         shoe = i.shoe
-        ev = i.data.evidence
+        ev = i.evidence
         decks = ev.get("decks") or (shoe.decks if shoe else None)
         before = ev.get("cards_before")
         if not isinstance(decks, int) or not isinstance(before, int):
             return ""
         size = decks * CARDS_PER_DECK
-        start = max(1, min(before, size - CUT_CARD_MIN_BEHIND) - 12)
+        start = max(1, min(before, size - CUT_CARD_MIN_BEHIND) - 6)
         cells = []
         for index in range(start, size + 1):
             classes = ["behind"] if index > before else []
@@ -1212,7 +1242,7 @@ class Page:
             relation = "before the cut card" if last <= cut else ("in progress when it came out" if first <= cut else "opened after it came out")
             hot = round_id == i.data.round_id
             rows.append(f'<tr class="{"bad" if hot else ""}"><td>{e(round_id)}</td><td class="num">{first}–{last}</td><td>{relation}</td></tr>')
-        policy = i.data.evidence.get("policy", "")
+        policy = i.evidence.get("policy", "")
         return (f'<div class="block"><h3>Rounds around the cut card (Art. 3.1)</h3>'
                 f'<p>The cut card came out after card <strong>{cut}</strong>. House policy <strong>{e(str(policy))}</strong>: '
                 f'{"one more round may be played" if policy == "one_more" else "the round in progress is the last"}.</p>'
@@ -1220,7 +1250,7 @@ class Page:
                 f'<tbody>{"".join(rows)}</tbody></table></div>')
 
     def drift_view(self, i: Incident) -> str:
-        ev = i.data.evidence
+        ev = i.evidence
         observed = ev.get("observed") or {}
         expected = ev.get("expected") or {}
         rounds = ev.get("rounds") or 1
@@ -1255,7 +1285,7 @@ class Page:
                 f'(alerts below {value_html(ev.get("alpha"))}).</p>{shoes_html}</div>')
 
     def patron_view(self, i: Incident) -> str:
-        ev = i.data.evidence
+        ev = i.evidence
         record = i.patron
         rows = [("decided Player/Banker bets (chart)", f'{ev.get("decided_bets")}'), ("won (chart)", f'{ev.get("wins")} ({_percent(ev.get("win_rate"))})'),
                 ("a fair game", f'about {_percent(ev.get("in_control_rate"))}')]
@@ -1272,7 +1302,7 @@ class Page:
                 f'{strip}{tables}<p class="muted small">The round below is the one whose bet ({e(str(ev.get("last_bet", "")))}) made the chart signal.</p></div>')
 
     def dealer_view(self, i: Incident) -> str:
-        ev = i.data.evidence
+        ev = i.evidence
         record = i.dealer
         rows = [("rounds with dealing errors (chart)", f'{ev.get("rounds_with_errors")} of {ev.get("rounds")}'),
                 ("usual rate", f'one in {round(1 / ev["in_control_rate"]) if ev.get("in_control_rate") else "?"}')]
@@ -1290,7 +1320,7 @@ class Page:
         return f'<div class="block"><h3>Dealer {e(i.data.dealer_id or "")}: the record</h3><table class="facts small">{facts}</table>{listing}</div>'
 
     def repeat_view(self, i: Incident) -> str:
-        ev = i.data.evidence
+        ev = i.evidence
         later, earlier = i.shoe, i.earlier_shoe
         run = ev.get("run") or []
         if later is None or earlier is None:
@@ -1305,12 +1335,12 @@ class Page:
             chunks.append(f'<table class="strip pair"><tr><th>{e(later.shoe_id)}</th>{top}</tr><tr><th>{e(earlier.shoe_id)}</th>{bottom}</tr></table>')
         return (f'<div class="block"><h3>The repeated run, side by side</h3>'
                 f'<p><strong>{len(a)} cards</strong> in the same order: cards {a[0][0]}–{a[-1][0]} of shoe {e(later.shoe_id)} '
-                f'are cards {b[0][0]}–{b[-1][0]} of shoe {e(earlier.shoe_id)}, {e(str(ev.get("shoes_back", "?")))} shoe(s) before at this table. '
+                f'are cards {b[0][0]}–{b[-1][0]} of shoe {e(earlier.shoe_id)}, {_shoes_back(ev.get("shoes_back"))} at this table. '
                 f'A fair shuffle repeats a run of {patterns.REPEAT_K} practically never.</p>{"".join(chunks)}</div>')
 
     def copies_view(self, i: Incident) -> str:
         shoe = i.shoe
-        card = i.data.evidence.get("card")
+        card = i.evidence.get("card")
         if shoe is None or not isinstance(card, str):
             return ""
         rows = []
@@ -1319,8 +1349,9 @@ class Page:
             went = {PLAYER: "Player", BANKER: "Banker", BURNED: "burned"}.get(where, "not yet in a hand or burn")
             rows.append(f'<tr class="{"bad" if index == i.index else ""}"><td class="num">{n}</td><td class="num">{index}</td><td>{card_html(code)}</td>'
                         f'<td>{e(went)}{f" · {e(round_id)}" if round_id else ""}</td></tr>')
-        return (f'<div class="block"><h3>Every {card_html(card)} out of this {shoe.decks}-deck shoe</h3>'
-                f'<p>A {shoe.decks}-deck shoe holds {shoe.decks} of each card (Art. 1).</p><table class="grid"><thead><tr><th class="num">copy</th>'
+        decks = f"{'an' if shoe.decks in (8, 11) else 'a'} {shoe.decks}-deck shoe"
+        return (f'<div class="block"><h3>Every {card_html(card)} out of this shoe</h3>'
+                f'<p>{decks.capitalize()} holds {shoe.decks} of each card (Art. 1); copy {len(rows)} came out.</p><table class="grid"><thead><tr><th class="num">copy</th>'
                 f'<th class="num">shoe index</th><th>card</th><th>went to</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
 
     def strip_view(self, shoe: ShoeTrail, index: int, around: int = 6) -> str:
@@ -1344,6 +1375,12 @@ def bead_road(shoe: ShoeTrail) -> str:
         '<div class="col">' + "".join(f'<span class="bead {x}">{x}</span>' for x in column) + "</div>" for column in columns
     )
     return f'<div class="bead-road">{html_columns}</div>'
+
+
+def _shoes_back(back: Any) -> str:
+    if back == 1:
+        return "the shoe before"
+    return f"{back} shoes before" if isinstance(back, int) else "an earlier shoe"
 
 
 def _round_label(i: Incident) -> str:
@@ -1442,7 +1479,9 @@ p.summary { font-size: 17px; margin: 4px 0 8px; }
 tr.bad td { background: var(--bad); }
 tr.focus td { background: var(--focus); }
 tr.bad.focus td { background: #fde2cf; }
-tr.differs td:last-child { font-weight: 700; }
+tr.differs td:last-child { font-weight: 700; color: var(--crit); }
+.bets td.id, .bets td.num { white-space: nowrap; }
+.bets td.history { min-width: 200px; }
 .cards-order td:nth-child(4) { color: var(--muted); }
 .hands th { text-align: left; }
 ul.differences { margin: 6px 0 4px; padding-left: 20px; }
