@@ -1402,8 +1402,10 @@ def _percent(value: Any) -> str:
 
 
 def _result_text(result: RoundResult) -> str:
+    """The outcome and pairs, for a row whose totals stand beside it (a declared result may contradict them)."""
     pairs = [name for name, yes in (("Player pair", result.player_pair), ("Banker pair", result.banker_pair)) if yes]
-    return e(_outcome_text(result)) + (f' <span class="muted">· {", ".join(pairs)}</span>' if pairs else "")
+    outcome = "Tie" if result.outcome is Outcome.TIE else f"{result.outcome.value.capitalize()} wins"
+    return e(outcome) + (f' <span class="muted">· {", ".join(pairs)}</span>' if pairs else "")
 
 
 def _cards_in_text(sentence: str) -> str:
