@@ -1,0 +1,161 @@
+"""Bets settled per second: through the real broker and Redis, and offline.
+
+Live: a simulated floor's table events are loaded into fresh topics first; then ``surveil serve
+settlement`` (a subprocess, as deployed) settles them into Redis and publishes the settlements.
+The clock runs from its first batch in Redis to the moment Kafka has committed the last input
+offset, i.e. every settlement is in the ledger and published (read_committed). The bench checks
+the ledger against an offline settlement of the same events before it prints anything.
+
+Offline: the same events through the same processor on the InProcessBus with a MemoryBackend
+(what ``surveil reconcile`` does), one core.
+
+Workload: 7 seats a table; each round every seat bets Player or Banker, and sometimes Tie (30 %)
+or a pair (20 % each); ties carry the Player and Banker bets into the next round.
+
+    ops/stack.sh up
+    .venv/bin/python bench/settlement.py                     # 20 tables x 300 rounds
+    .venv/bin/python bench/settlement.py --tables 10 --rounds 100 --offline-only
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import redis
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from surveil.core.money import Spot  # noqa: E402
+from surveil.events import codec  # noqa: E402
+from surveil.events import models as m  # noqa: E402
+from surveil.runtime import topics  # noqa: E402
+from surveil.runtime.inproc import InProcessBus  # noqa: E402
+from surveil.runtime.state import MemoryBackend, RedisBackend  # noqa: E402
+from surveil.settlement.ledger import NAMESPACE, Ledger  # noqa: E402
+from surveil.settlement.processor import SettlementProcessor  # noqa: E402
+from surveil.settlement.reconcile import compare  # noqa: E402
+from unit.settlement.table_play import Bet, Bets, floor  # noqa: E402
+
+SEATS = 7
+AMOUNTS = (500, 1_000, 2_000, 5_000)
+
+
+def seven_seats(seed: int) -> Bets:
+    rng = random.Random(seed)
+
+    def bets(_: int) -> list[Bet]:
+        placed = []
+        for seat in range(1, SEATS + 1):
+            patron = f"P{seat:02d}-{rng.randrange(40)}"
+            placed.append(Bet(patron, rng.choice((Spot.PLAYER, Spot.BANKER)), rng.choice(AMOUNTS), str(seat)))
+            for spot, chance in ((Spot.TIE, 0.3), (Spot.PLAYER_PAIR, 0.2), (Spot.BANKER_PAIR, 0.2)):
+                if rng.random() < chance:
+                    placed.append(Bet(patron, spot, 500, str(seat)))
+        return placed
+
+    return bets
+
+
+def offline(events: list[m.Event]) -> tuple[float, int, MemoryBackend]:
+    """Seconds to settle ``events`` offline, the bets settled, and the ledger."""
+    backend = MemoryBackend()
+    bus = InProcessBus(backend)
+    bus.attach(SettlementProcessor())
+    settled = 0
+
+    def count(event: m.Event) -> None:
+        nonlocal settled
+        settled += isinstance(event, m.BetSettled)
+
+    bus.tap(count)
+    start = time.perf_counter()
+    for first in range(0, len(events), 1000):
+        bus.publish(events[first:first + 1000])
+        bus.run()
+    return time.perf_counter() - start, settled, backend
+
+
+def live(events: list[m.Event], bootstrap: str, redis_url: str) -> float:
+    """Seconds the service took to settle ``events`` (loaded beforehand) into Redis and Kafka."""
+    tag = f"bench-settlement-{uuid.uuid4().hex[:8]}"
+    topic_prefix, redis_prefix = f"{tag}.", f"{tag}:"
+    names = [topic_prefix + name for name in topics.ALL_TOPICS]
+    topics.create_topics(bootstrap, names)
+    client = redis.Redis.from_url(redis_url)
+    service = None
+    try:
+        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=20, batch_size=256 * 1024)
+        for event in events:
+            producer.send(topic_prefix + topics.TABLE, key=event.subject.encode(), value=codec.encode(event))
+        producer.flush()
+        producer.close()
+        probe = KafkaConsumer(bootstrap_servers=bootstrap, group_id=topic_prefix + SettlementProcessor.name, enable_auto_commit=False)
+        partitions = [TopicPartition(topic_prefix + topics.TABLE, p) for p in probe.partitions_for_topic(topic_prefix + topics.TABLE)]
+        end = {tp: offset for tp, offset in probe.end_offsets(partitions).items() if offset}
+
+        env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "REDIS_URL": redis_url, "METRICS_PORT": "0",
+               "TOPIC_PREFIX": topic_prefix, "REDIS_PREFIX": redis_prefix, "INSTANCE_ID": "bench", "LOG_LEVEL": "WARNING"}
+        log = tempfile.NamedTemporaryFile(prefix="bench-settlement-", suffix=".log", delete=False)
+        service = subprocess.Popen([str(ROOT / ".venv" / "bin" / "surveil"), "serve", "settlement"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        backend = RedisBackend(client, redis_prefix)
+        while not backend.progress(NAMESPACE):
+            if service.poll() is not None:
+                raise SystemExit(f"settlement exited; see {log.name}")
+            time.sleep(0.01)
+        start = time.perf_counter()
+        while any((probe.committed(tp) or 0) < offset for tp, offset in end.items()):
+            if service.poll() is not None:
+                raise SystemExit(f"settlement exited; see {log.name}")
+            time.sleep(0.05)
+        elapsed = time.perf_counter() - start
+        probe.close()
+
+        _, _, reference = offline(events)
+        expected, stored = Ledger(reference), Ledger(backend)
+        for shift in expected.shifts():
+            differences = compare(expected.shift(shift), stored.shift(shift))
+            assert not differences, differences[:5]
+        return elapsed
+    finally:
+        if service is not None:
+            service.terminate()
+            service.wait(30)
+        doomed = list(client.scan_iter(match=redis_prefix + "*", count=1000))
+        for first in range(0, len(doomed), 500):
+            client.unlink(*doomed[first:first + 500])
+        topics.delete_topics(bootstrap, names)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tables", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=300, help="rounds per table")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--offline-only", action="store_true")
+    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
+    parser.add_argument("--redis", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    args = parser.parse_args()
+
+    events = floor([f"BENCH-T{n:02d}" for n in range(1, args.tables + 1)], args.rounds, seven_seats(args.seed), seed=args.seed)
+    seconds, bets, _ = offline(events)
+    print(f"workload: {args.tables} tables x {args.rounds} rounds, {len(events):,} table events, {bets:,} bets settled "
+          f"({bets / (args.tables * args.rounds):.1f} a round)")
+    print(f"offline (InProcessBus, MemoryBackend): {bets / seconds:,.0f} bets settled/s ({seconds:.2f} s)")
+    if not args.offline_only:
+        seconds = live(events, args.bootstrap, args.redis)
+        print(f"live (surveil serve settlement, Kafka + Redis): {bets / seconds:,.0f} bets settled/s ({seconds:.2f} s), "
+              f"{len(events) / seconds:,.0f} table events/s")
+
+
+if __name__ == "__main__":
+    main()

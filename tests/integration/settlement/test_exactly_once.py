@@ -1,0 +1,76 @@
+"""The Kafka runner's exactly-once recovery, crash by crash: the settlement runner stops dead at
+the two moments that matter (after the batch is in Redis, before its Kafka transaction; and
+inside the transaction, before its commit), and a new runner with the same instance id publishes
+the batch exactly once from the Redis outbox and carries on."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+
+import pytest
+
+from settlement_deployment import (
+    Deployment,
+    assert_published_once_each,
+    dump_memory,
+    offline,
+    settlement_events,
+    simulated_floor,
+    table_events,
+)
+from surveil.runtime.config import Settings
+from surveil.runtime.kafka import KafkaRunner
+from surveil.settlement.processor import SettlementProcessor
+
+
+class Crash(BaseException):
+    """The process dying: nothing after it runs (the runner catches Exception, not this)."""
+
+
+def runner(deployment: Deployment) -> KafkaRunner:
+    settings = Settings(
+        service="settlement", kafka_bootstrap=deployment.bootstrap, redis_url=deployment.redis_url, metrics_port=0,
+        instance_id="it-crash", log_level="INFO", partitions=6, topic_prefix=deployment.topic_prefix,
+        redis_prefix=deployment.redis_prefix,
+    )
+    return KafkaRunner(SettlementProcessor(), settings, deployment.redis_backend())
+
+
+def crash_after_redis(run: KafkaRunner) -> None:
+    def die(*_: object) -> None:
+        raise Crash
+
+    run._publish = die  # type: ignore[method-assign]
+
+
+def crash_before_the_kafka_commit(run: KafkaRunner) -> None:
+    def die() -> None:
+        raise Crash  # the outputs and offsets were sent in the open transaction
+
+    run.producer.commit_transaction = die  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("crash", [crash_after_redis, crash_before_the_kafka_commit])
+def test_a_batch_cut_short_by_a_crash_is_published_once_by_the_next_runner(deployment: Deployment, crash: Callable[[KafkaRunner], None]) -> None:
+    events = simulated_floor(tables=2, shoes=1, seed=15)
+    deployment.publish(table_events(events))
+
+    first = runner(deployment)
+    crash(first)
+    with pytest.raises(Crash):
+        first.run()
+    applied = deployment.applied_offsets()
+    assert applied, "the batch reached Redis before the crash"
+    assert deployment.committed_offsets() == {}, "and Kafka never committed it"
+
+    second = runner(deployment)
+    thread = threading.Thread(target=second.run)
+    thread.start()
+    try:
+        deployment.wait_until_settled()
+    finally:
+        second.stop.set()
+        thread.join(60)
+    assert deployment.dump() == dump_memory(offline(events).ledger.backend)  # type: ignore[arg-type]
+    assert_published_once_each(deployment, settlement_events(events))
