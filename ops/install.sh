@@ -63,8 +63,13 @@ install_kafka() {
   # for a complete one.
   local tmp=.stack/kafka/libs.partial
   rm -rf "$tmp" && mkdir -p "$tmp"
-  mvn -q -B -Dstyle.color=never -f ops/kafka/pom.xml dependency:copy-dependencies \
-    -DincludeScope=runtime -DoutputDirectory="$ROOT/$tmp"
+  # Maven's output is kept for when it fails (even -q -B prints stray colour codes otherwise).
+  if ! mvn -q -B -f ops/kafka/pom.xml dependency:copy-dependencies \
+    -DincludeScope=runtime -DoutputDirectory="$ROOT/$tmp" >.stack/kafka/mvn.log 2>&1; then
+    cat .stack/kafka/mvn.log >&2
+    echo "[install] kafka: Maven failed (above, and in .stack/kafka/mvn.log)" >&2
+    exit 1
+  fi
   echo "$want" >"$tmp/.pom.sha256"
   rm -rf "$libs" && mv "$tmp" "$libs"
   say "kafka: $(ls "$libs" | wc -l) jars in $libs"
