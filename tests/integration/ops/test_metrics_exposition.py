@@ -1,0 +1,264 @@
+"""Every service's /metrics, live, passes ``promtool check metrics``; the lag exporter measures lag.
+
+One deployment of the whole pipeline for the module, on the session's broker and Redis under its
+own TOPIC_PREFIX and REDIS_PREFIX: ``surveil serve`` shoe-reader, table-controller, settlement,
+anomaly-detection and lag-exporter as subprocesses, each on a free METRICS_PORT. A simulated floor
+(``surveil simulate --live``, one injected CARD_MISMATCH) plays through it, with a garbled shoe
+line and an invalid table event, so that every labelled metric has series to check; then each
+service's exposition goes through promtool, and what it finds is reported metric by metric.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.request
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
+
+from surveil.runtime import topics
+from surveil.runtime.lag_exporter import LagReader
+from surveil.runtime.topics import ALL_TOPICS, create_topics, delete_topics
+
+ROOT = Path(__file__).resolve().parents[3]
+SURVEIL = ROOT / ".venv" / "bin" / "surveil"
+SERVICES = ("shoe-reader", "table-controller", "settlement", "anomaly-detection", "lag-exporter")
+TABLES = 2
+
+# A family each service must expose with samples, so that promtool checks the real thing.
+OWN_FAMILY = {
+    "shoe-reader": "surveil_shoe_reader_lines_total",
+    "table-controller": "surveil_batch_seconds_bucket",
+    "settlement": "surveil_settlement_rounds_total",
+    "anomaly-detection": "surveil_round_outcomes_total",
+    "lag-exporter": "surveil_consumer_lag_messages",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as response:
+        return str(response.read().decode())
+
+
+def samples(text: str) -> list[tuple[str, dict[str, str], float]]:
+    return [(s.name, s.labels, s.value) for family in text_string_to_metric_families(text) for s in family.samples]
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float, logs: Callable[[], str]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    pytest.fail(f"timed out after {timeout} s waiting for {what}\n{logs()}", pytrace=False)
+
+
+@dataclass
+class Deployment:
+    prefix: str
+    ports: dict[str, int]
+    logs: Path
+    processes: dict[str, subprocess.Popen[bytes]]
+
+    def metrics(self, service: str) -> str:
+        return scrape(self.ports[service])
+
+    def tail(self) -> str:
+        parts = []
+        for path in sorted(self.logs.glob("*.log")):
+            lines = path.read_text(errors="replace").splitlines()[-15:]
+            parts.append(f"--- {path.name} (last lines)\n" + "\n".join(lines))
+        return "\n".join(parts)
+
+
+def stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Deployment]:
+    prefix = f"it-metrics-{uuid.uuid4().hex[:8]}."
+    logs = tmp_path_factory.mktemp("metrics-exposition")
+    create_topics(kafka_bootstrap, [prefix + name for name in ALL_TOPICS])
+    ports = {service: free_port() for service in SERVICES}
+    shoe_port = free_port()
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP": kafka_bootstrap, "REDIS_URL": redis_url,
+        "TOPIC_PREFIX": prefix, "REDIS_PREFIX": prefix.replace(".", ":"),
+        "INSTANCE_ID": "it-metrics", "FAUST_DATADIR": str(logs / "faust"),
+        "SHOE_READER_PORT": str(shoe_port), "LAG_INTERVAL": "1",
+    }
+    processes: dict[str, subprocess.Popen[bytes]] = {}
+    deployed = Deployment(prefix, ports, logs, processes)
+    try:
+        for service in SERVICES:
+            log = (logs / f"{service}.log").open("wb")
+            processes[service] = subprocess.Popen([str(SURVEIL), "serve", service], env={**env, "METRICS_PORT": str(ports[service])},
+                                                  stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+        for service in SERVICES:
+            wait_for(f"{service} /metrics", lambda s=service: bool(deployed.metrics(s)), 60, deployed.tail)
+        wait_for("the shoe-reader's port", lambda: socket.create_connection(("127.0.0.1", shoe_port), timeout=1).close() is None,
+                 60, deployed.tail)
+
+        # The floor: two tables, one shoe each, a switched card at one of them.
+        simulated = subprocess.run(
+            [str(SURVEIL), "simulate", "--tables", str(TABLES), "--shoes", "1", "--seed", "11", "--inject", "CARD_MISMATCH",
+             "--live", "--pace", "0", "--kafka", kafka_bootstrap, "--shoe-reader", f"127.0.0.1:{shoe_port}"],
+            env=env, capture_output=True, timeout=300, cwd=ROOT,
+        )
+        assert simulated.returncode == 0, simulated.stdout.decode() + simulated.stderr.decode()
+        # Something for the dead letters: a garbled shoe line, an event that is not one.
+        with socket.create_connection(("127.0.0.1", shoe_port), timeout=5) as shoe:
+            shoe.sendall(b"this is not a shoe line\n")
+            time.sleep(1)
+        producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+        producer.send(prefix + topics.TABLE, key=b"T-junk", value=b'{"not": "an event"}')
+        producer.send(prefix + topics.INPUTS, key=b"T-junk", value=b"\xff\xfe not json")
+        producer.flush(timeout=30)
+        producer.close()
+
+        def waiting_for() -> list[str]:
+            """What the deployment has not done yet."""
+            detected = samples(deployed.metrics("anomaly-detection"))
+            settled = samples(deployed.metrics("settlement"))
+            lag = {(labels["group"], labels["topic"], labels["partition"]): v
+                   for n, labels, v in samples(deployed.metrics("lag-exporter")) if n == "surveil_consumer_lag_messages"}
+            missing = []
+            if not any(n == "surveil_alerts_total" and labels["rule"] == "CARD_MISMATCH" and v > 0 for n, labels, v in detected):
+                missing.append("the CARD_MISMATCH alert")
+            shoes = [v for n, _, v in detected if n == "surveil_table_shoe_in_play"]
+            if len(shoes) < TABLES or any(shoes):
+                missing.append(f"both shoes ended (surveil_table_shoe_in_play: {shoes})")
+            if not any(n == "surveil_dead_letters_total" for n, _, _ in settled):
+                missing.append("settlement's dead letter")
+            behind = {k: v for k, v in lag.items() if v > 1}
+            if not lag or behind:
+                missing.append(f"every group caught up (behind: {behind or 'no lag read yet'})")
+            return missing
+
+        wait_for("the floor to be settled, checked, and caught up with", lambda: not waiting_for(), 240,
+                 lambda: f"still waiting for: {waiting_for()}\n{deployed.tail()}")
+        yield deployed
+    finally:
+        for process in processes.values():
+            stop(process)
+        admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        try:
+            delete_topics(kafka_bootstrap, [t for t in admin.list_topics() if t.startswith(prefix)])
+        finally:
+            admin.close()
+        client = redis.Redis.from_url(redis_url)
+        doomed = list(client.scan_iter(match=prefix.replace(".", ":") + "*", count=1000))
+        for i in range(0, len(doomed), 500):
+            client.unlink(*doomed[i:i + 500])
+        client.close()
+
+
+# ---- promtool check metrics ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def promtool() -> str:
+    found = shutil.which("promtool")
+    if not found:
+        message = "PROMTOOL IS MISSING: the services' /metrics were NOT linted. Install it with ops/install.sh."
+        if os.environ.get("CI"):
+            pytest.fail(message + " Under CI this is a failure: the install step did not run.", pytrace=False)
+        pytest.skip(message)
+    return found
+
+
+@pytest.mark.parametrize("service", SERVICES)
+def test_promtool_check_metrics_finds_nothing_in_the_live_exposition(deployment: Deployment, promtool: str, service: str) -> None:
+    exposition = deployment.metrics(service)
+    names = {name for name, _, _ in samples(exposition)}
+    assert OWN_FAMILY[service] in names, f"{service} exposes no {OWN_FAMILY[service]}: nothing of its own to check"
+    checked = subprocess.run([promtool, "check", "metrics"], input=exposition.encode(), capture_output=True, timeout=60)
+    findings = [line for line in (checked.stdout + checked.stderr).decode().splitlines() if line.strip()]
+    # promtool prints one "metric_name: problem" line per finding.
+    assert checked.returncode == 0 and not findings, f"{service}: promtool check metrics:\n" + "\n".join(f"  {line}" for line in findings)
+
+
+# ---- what the floor left in the metrics ---------------------------------------------------------
+
+
+def test_anomaly_detection_exports_each_tables_rounds_last_event_and_shoe(deployment: Deployment) -> None:
+    exported = samples(deployment.metrics("anomaly-detection"))
+    outcomes = [(labels, v) for n, labels, v in exported if n == "surveil_round_outcomes_total"]
+    tables = {labels["table"] for labels, _ in outcomes}
+    assert len(tables) == TABLES
+    assert {labels["outcome"] for labels, _ in outcomes} == {"player", "banker", "tie"}
+    for table in tables:
+        assert sum(v for labels, v in outcomes if labels["table"] == table) > 40  # a shoe deals 70 or so
+    shoe = {labels["table"]: v for n, labels, v in exported if n == "surveil_table_shoe_in_play"}
+    assert shoe == {table: 0.0 for table in tables}, "the shoes ended"
+    last = {labels["table"]: v for n, labels, v in exported if n == "surveil_table_last_event_timestamp_seconds"}
+    assert set(last) == tables and all(abs(v - time.time()) < 24 * 3600 for v in last.values())
+    # Every rule's series exists (from 0), the injected one counted.
+    alerts = {labels["rule"]: v for n, labels, v in exported if n == "surveil_alerts_total"}
+    assert len(alerts) >= 28 and alerts["CARD_MISMATCH"] >= 1
+
+
+def test_the_lag_exporter_sees_every_group_caught_up(deployment: Deployment) -> None:
+    lag = [(labels, v) for n, labels, v in samples(deployment.metrics("lag-exporter")) if n == "surveil_consumer_lag_messages"]
+    assert {labels["group"] for labels, _ in lag} == {"table-controller", "settlement", "anomaly-detection"}
+    assert {(labels["group"], labels["topic"]) for labels, _ in lag} >= {
+        ("table-controller", "baccarat.shoe"), ("table-controller", "baccarat.inputs"), ("settlement", "baccarat.table"),
+        ("anomaly-detection", "baccarat.shoe"), ("anomaly-detection", "baccarat.table"), ("anomaly-detection", "baccarat.settlement"),
+    }
+    assert max(v for _, v in lag) <= 1  # at most the marker of the last transaction
+    health = {n: v for n, _, v in samples(deployment.metrics("lag-exporter")) if n.startswith("surveil_lag_exporter")}
+    assert time.time() - health["surveil_lag_exporter_last_success_timestamp_seconds"] < 30
+
+
+# ---- the lag reader on a group of its own -------------------------------------------------------
+
+
+def test_the_lag_reader_counts_what_a_group_has_not_committed(kafka_bootstrap: str, new_topic: Callable[..., str], topic_prefix: str) -> None:
+    topic = new_topic(topics.TABLE, partitions=2)
+    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    for n in range(30):  # 20 to partition 0, 10 to partition 1
+        producer.send(topic, value=b"x", partition=0 if n < 20 else 1)
+    producer.flush(timeout=30)
+    producer.close()
+    reader = LagReader(kafka_bootstrap, topic_prefix, groups={"settlement": (topics.TABLE,)})
+    try:
+        # Nothing committed yet: all of it is lag.
+        assert reader.read() == {("settlement", topics.TABLE, 0): 20, ("settlement", topics.TABLE, 1): 10}
+        consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=topic_prefix + "settlement", enable_auto_commit=False)
+        try:
+            from kafka.structs import OffsetAndMetadata
+
+            consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(15, "", -1), TopicPartition(topic, 1): OffsetAndMetadata(10, "", -1)})
+        finally:
+            consumer.close()
+        assert reader.read() == {("settlement", topics.TABLE, 0): 5, ("settlement", topics.TABLE, 1): 0}
+    finally:
+        reader.close()
