@@ -220,7 +220,7 @@ def test_anomaly_detection_exports_each_tables_rounds_last_event_and_shoe(deploy
     shoe = {labels["table"]: v for n, labels, v in exported if n == "surveil_table_shoe_in_play"}
     assert shoe == {table: 0.0 for table in tables}, "the shoes ended"
     last = {labels["table"]: v for n, labels, v in exported if n == "surveil_table_last_event_timestamp_seconds"}
-    assert set(last) == tables and all(abs(v - time.time()) < 24 * 3600 for v in last.values())
+    assert set(last) == tables and all(0 < time.time() - v < 600 for v in last.values())  # the worker's clock
     # Every rule's series exists (from 0), the injected one counted.
     alerts = {labels["rule"]: v for n, labels, v in exported if n == "surveil_alerts_total"}
     assert len(alerts) >= 28 and alerts["CARD_MISMATCH"] >= 1
