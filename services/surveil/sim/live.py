@@ -77,11 +77,12 @@ class ShoeGateway:
                 await asyncio.sleep(delay)
                 waited += delay
                 delay = min(delay * 2, RECONNECT_SECONDS[1])
+        if self.acks is not None:
+            self.reconnects += 1
         self.writer = writer
         self.acks = asyncio.create_task(self._read_acks(reader, writer))
         resend = [line for lines in self.unacked.values() for _, line in lines]
         if resend:
-            self.reconnects += 1
             self.log.info("reconnected; resending unacknowledged lines", lines=len(resend))
             writer.writelines(resend)
         return writer

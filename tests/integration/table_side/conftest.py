@@ -1,0 +1,23 @@
+"""A table side (shoe-reader and table-controller) of the test's own on the session's broker and
+Redis, stopped and cleaned up after the test."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+from table_side_deployment import TableSide
+
+
+@pytest.fixture
+def table_side(
+    kafka_bootstrap: str, redis_url: str, unique_topics: dict[str, str], topic_prefix: str,
+    redis_prefix: str, redis_client: redis.Redis, tmp_path: Path,
+) -> Iterator[TableSide]:
+    side = TableSide(kafka_bootstrap, redis_url, topic_prefix, redis_prefix, tmp_path)
+    try:
+        yield side
+    finally:
+        side.stop_all()
