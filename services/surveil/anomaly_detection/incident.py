@@ -114,7 +114,7 @@ class ShoeTrail:
         return True
 
     def read(self, index: int, card: str, face_up: bool) -> None:
-        if self._reach(index) and not self.reads[index]:
+        if (0 < index < len(self.reads) or self._reach(index)) and not self.reads[index]:
             self.reads[index] = CARD_NUMBER[card]
             if face_up:
                 self.face_up.add(index)
@@ -127,7 +127,7 @@ class ShoeTrail:
         return slot
 
     def mark(self, index: int, where: int, round_id: str) -> None:
-        if self._reach(index):
+        if 0 < index < len(self.where) or self._reach(index):
             self.where[index] = where
             self.round_slot[index] = self.slot(round_id)
 
@@ -318,13 +318,21 @@ class IncidentCollector:
             table = self.tables[table_id] = TableTrail(table_id)
         return table
 
+    def dealer(self, dealer_id: str) -> DealerRecord:
+        record = self.dealers.get(dealer_id)
+        if record is None:
+            record = self.dealers[dealer_id] = DealerRecord()
+        return record
+
     def event(self, event: m.Event) -> None:
         self.events += 1
         time = event.time
-        if self.first_time is None or time < self.first_time:
-            self.first_time = time
-        if self.last_time is None or time > self.last_time:
+        if self.last_time is None:
+            self.first_time = self.last_time = time
+        elif time > self.last_time:
             self.last_time = time
+        elif time < self.first_time:  # type: ignore[operator]
+            self.first_time = time
         handler = _HANDLERS.get(type(event))
         if handler is not None:
             handler(self, event)
@@ -366,7 +374,8 @@ class IncidentCollector:
                                                 [(event.time, "carried", str(bet.spot), bet.amount, False)], previous.round_id)
         table.last_round_id = d.round_id
         table.shoe(d.shoe_id).slot(d.round_id)
-        self.dealers.setdefault(d.dealer_id, DealerRecord()).tables[d.table_id] += 1
+        tables = self.dealer(d.dealer_id).tables
+        tables[d.table_id] = tables.get(d.table_id, 0) + 1
 
     def _bet(self, event: m.BetPlaced | m.BetChanged | m.BetWithdrawn) -> None:
         d = event.data
@@ -422,7 +431,7 @@ class IncidentCollector:
             shoe.outcomes.append(ord(OUTCOME_LETTER[d.outcome]))
             shoe.outcome_rounds.append(rnd.opened.round_no if rnd.opened else 0)
             if rnd.opened is not None:
-                self.dealers.setdefault(rnd.opened.dealer_id, DealerRecord()).rounds += 1
+                self.dealer(rnd.opened.dealer_id).rounds += 1
             if d.outcome is not Outcome.TIE:
                 self._patron_bets(rnd, d)
         wanted = self.wanted.get((d.table_id, d.shoe_id))
@@ -431,20 +440,24 @@ class IncidentCollector:
 
     def _patron_bets(self, rnd: RoundTrail, d: m.RoundCompletedData) -> None:
         """A decided Player/Banker bet, as the patron win-rate chart counts it."""
-        for bet in rnd.active_bets():
-            if bet.spot in (Spot.PLAYER, Spot.BANKER):
-                won = bet.spot.value == d.outcome.value
+        banker_won = d.outcome is _BANKER_OUTCOME
+        for bet in rnd.bets.values():
+            spot = bet.spot
+            if not bet.withdrawn and (spot is _PLAYER or spot is _BANKER):
+                won = (spot is _BANKER) is banker_won
                 record = self.patrons.get(bet.patron_id)
                 if record is None:
                     record = self.patrons[bet.patron_id] = PatronRecord()
                 record.decided += 1
                 record.wins += won
                 record.staked += bet.amount
-                record.by_table[d.table_id] += 1
-                record.wins_by_table[d.table_id] += won
-                record.strip.append(ord("W" if won else "L"))
-                if len(record.strip) > STRIP_LENGTH:
-                    del record.strip[0]
+                by_table, wins_by_table = record.by_table, record.wins_by_table
+                by_table[d.table_id] = by_table.get(d.table_id, 0) + 1
+                wins_by_table[d.table_id] = wins_by_table.get(d.table_id, 0) + won
+                strip = record.strip
+                strip.append(87 if won else 76)  # W, L
+                if len(strip) > STRIP_LENGTH:
+                    del strip[0]
 
     def _round_voided(self, event: m.RoundVoided) -> None:
         rnd = self.table(event.data.table_id).round(event.data.round_id)
@@ -490,7 +503,7 @@ class IncidentCollector:
         elif rule == AlertCode.PATRON_WIN_RATE and d.patron_id:
             incident.patron = self.patrons.get(d.patron_id, PatronRecord()).copy()
         if rule in DEALER_RULES and d.dealer_id and d.round_id:
-            record = self.dealers.setdefault(d.dealer_id, DealerRecord())
+            record = self.dealer(d.dealer_id)
             record.error_rounds.setdefault((d.table_id, d.round_id), []).append((rule, d.alert_id))
         if rule == AlertCode.DEALER_ERROR_RATE and d.dealer_id:
             incident.dealer = self.dealers.get(d.dealer_id, DealerRecord()).copy()
@@ -516,6 +529,9 @@ class IncidentCollector:
     def render(self, result: ReplayResult | None = None) -> str:
         return Page(self, result).html()
 
+
+# Enum members looked up once: on Python 3.11 each ``Spot.BANKER`` goes through EnumType.__getattr__.
+_PLAYER, _BANKER, _BANKER_OUTCOME = Spot.PLAYER, Spot.BANKER, Outcome.BANKER
 
 _HANDLERS: dict[type[m.Event], Any] = {
     m.ShoeStarted: IncidentCollector._shoe_started,
