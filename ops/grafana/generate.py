@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from surveil.core.odds import tabled_outcome_counts
+from surveil.core.money import Spot
+from surveil.core.odds import house_edge, tabled_outcome_counts
 from surveil.core.play import Outcome
 
 HERE = Path(__file__).resolve().parent
@@ -36,6 +37,17 @@ LAG_THRESHOLD = 1000  # messages: SurveilConsumerLagHigh
 SILENT_AFTER = 300  # seconds: SurveilTableSilent
 
 Json = dict[str, Any]
+
+
+def edge(spot: Spot, decks: int = DECKS) -> str:
+    """The house edge of a bet on ``spot``, as a percentage: ``"1.06 %"``."""
+    return f"{float(house_edge(spot, decks)) * 100:.2f} %"
+
+
+def win_share(outcome: str) -> str:
+    """The share of decided (not tied) rounds ``outcome`` wins, as a percentage."""
+    p = exact_probabilities()
+    return f"{p[outcome] / (p['banker'] + p['player']) * 100:.1f} %"
 
 
 def exact_probabilities(decks: int = DECKS) -> dict[str, float]:
@@ -243,12 +255,14 @@ def floor_overview() -> Json:
         row("Tables"),
         timeseries("Rounds per hour by table", "Each table's pace: rounds completed per hour, over the last 5 minutes. A table deals 60 to 80 an hour; a flat line at 0 is a table that stopped.",
                    Query("table:surveil_round_outcomes:rate5m * 3600", "{{table}}"), links=TABLE_LINK),
-        bars("Seconds since each table's last event", f"Which tables are going quiet: seconds since the last card, bet or round event of each table. Red past {SILENT_AFTER} s.",
+        bars("Seconds since each table's last event", f"Which tables are going quiet: seconds since anomaly-detection last heard a card, bet or round event of each table. Red past {SILENT_AFTER} s.",
              Query("sort_desc(time() - table:surveil_table_last_event_timestamp_seconds:max)", "{{table}}"),
              unit="s", decimals=0, thresholds=(("green", None), ("orange", 120), ("red", SILENT_AFTER)), links=TABLE_LINK),
         bars("House result by table", "Which tables won or lost the house money over the dashboard's time range: staked minus paid out, in currency units.",
              Query(f"sort_desc({house})", "{{table}}"), decimals=0, thresholds=(("red", None), ("green", 0)), links=TABLE_LINK),
-        bars("Hold by table", "The house's share of what was staked at each table over the time range (house result / staked). Baccarat's edge is about 1.1 to 1.2 % of a stake; far above or below over many rounds deserves a look.",
+        bars("Hold by table", "The house's share of what was staked at each table over the time range (house result / staked). "
+             f"The house edge is {edge(Spot.BANKER)} of a Banker stake, {edge(Spot.PLAYER)} of a Player stake and {edge(Spot.TIE)} of a Tie stake "
+             f"({DECKS} decks); a hold far from that mix over many rounds deserves a look.",
              Query(f"sort_desc(({house}) / sum by (table) (increase(surveil_settlement_staked_total[$__range])))", "{{table}}"),
              unit="percentunit", decimals=1, thresholds=(("red", None), ("green", 0)), links=TABLE_LINK),
         timeseries("House result by table, rolling hour", "How each table's result moves: staked minus paid out over the hour before each point, in currency units.",
@@ -290,7 +304,7 @@ def table_drill_down() -> Json:
     panels = [
         row("The table now"),
         stat("Shoe", "Is a shoe in play at this table now?", Query(f"table:surveil_table_shoe_in_play:latest{{{t}}}"), mappings=IN_PLAY),
-        stat("Since the last event", f"Seconds since this table's last card, bet or round event. Red past {SILENT_AFTER} s with a shoe in play: the table stopped.",
+        stat("Since the last event", f"Seconds since anomaly-detection last heard a card, bet or round event of this table. Red past {SILENT_AFTER} s with a shoe in play: the table stopped.",
              Query(f"time() - table:surveil_table_last_event_timestamp_seconds:max{{{t}}}"),
              unit="s", decimals=0, thresholds=(("green", None), ("orange", 120), ("red", SILENT_AFTER))),
         stat("Dealer", "Who deals now: the dealer of the most rounds at this table in the last 10 minutes.",
@@ -344,7 +358,8 @@ def patron_view() -> Json:
         stat("Paid", "What was paid back to the patron (stakes and winnings) in the time range, in currency units.", Query(paid), decimals=0),
         stat("Net", "The patron's gain: paid minus staked, in currency units (positive: the patron won).",
              Query(f"{paid} - {staked}"), decimals=0, thresholds=(("green", None), ("orange", 0))),
-        stat("Win rate", "Won bets among the won and lost ones (pushes left out). A fair game gives a Banker bettor about 50.7 % and a Player bettor about 49.3 % of decided bets; PATRON_WIN_RATE watches for more.",
+        stat("Win rate", "Won bets among the won and lost ones (pushes left out). "
+             f"A fair {DECKS}-deck shoe gives a Banker bettor {win_share('banker')} and a Player bettor {win_share('player')} of decided bets; PATRON_WIN_RATE watches for more.",
              Query(f"{won} / {decided}"),
              unit="percentunit", decimals=1, thresholds=(("green", None), ("orange", 0.55), ("red", 0.6))),
         stat("Bets", "How many bets the patron had settled in the time range.", Query(f"sum(increase({bets}[$__range]))"), decimals=0),
