@@ -9,7 +9,9 @@ prints (the print stylesheet keeps the suit colours, and a PDF comes out).
 Needs Debian's ``chromium`` at /usr/bin/chromium (``apt-get install -y chromium``); skipped
 without it. Run as a script to photograph a report for the docs:
 
-    .venv/bin/python tests/browser/test_incident_report.py REPORT.html OUT.png [WIDTH HEIGHT]
+    .venv/bin/python tests/browser/test_incident_report.py REPORT.html OUT.png [WIDTH [HEIGHT]]
+
+(by default 1280 wide, down to the end of the first alert).
 """
 
 from __future__ import annotations
@@ -260,6 +262,15 @@ def test_the_contents_link_every_alert(report: tuple[Path, list[Any]], browser: 
 
 
 @needs_chromium
+def test_nothing_spills_out_of_its_section(report: tuple[Path, list[Any]], browser: Chromium, seen: str) -> None:
+    overflowing = browser.evaluate(
+        "[...document.querySelectorAll('section.alert')].filter(s => s.scrollWidth > s.clientWidth).map(s => s.dataset.rule)"
+    )
+    assert overflowing == []
+    assert browser.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+@needs_chromium
 def test_the_page_loads_nothing_from_the_network(report: tuple[Path, list[Any]], browser: Chromium, seen: str) -> None:
     page, _ = report
     assert browser.requested_urls() == [page.as_uri()]
@@ -282,10 +293,14 @@ def test_it_prints(report: tuple[Path, list[Any]], browser: Chromium, seen: str)
     assert pdf.startswith(b"%PDF") and len(pdf) > 10_000
 
 
-def photograph(report: Path, out: Path, width: int = 1280, height: int = 1900) -> None:
+def photograph(report: Path, out: Path, width: int = 1280, height: int | None = None) -> None:
+    """A PNG of the top of ``report``: by default down to the end of the first alert."""
     chromium = Chromium()
     try:
-        chromium.open(report.resolve().as_uri(), width, height)
+        chromium.open(report.resolve().as_uri(), width, 900)
+        if height is None:
+            bottom = chromium.evaluate("(s => s ? s.getBoundingClientRect().bottom + window.scrollY + 16 : 900)(document.querySelector('section.alert'))")
+            height = int(bottom)
         chromium.screenshot(out, width, height)
     finally:
         chromium.close()

@@ -781,11 +781,18 @@ def settlement_text(s: Settlement | None) -> str:
     if s is None:
         return "—"
     if s.result is BetResult.CARRIED:
-        return "carried to the next round"
+        return "carried (Art. 12)"
     if s.result is BetResult.PUSH:
         return "push (stake back)"
     text = f"{s.result} {signed(s.net)}"
     return text + (f" (comm. {money_text(s.commission)})" if s.commission else "")
+
+
+def settlement_html(s: Settlement | None) -> str:
+    """As ``settlement_text``, the commission on a line of its own (narrow money columns)."""
+    if s is None or not s.commission:
+        return e(settlement_text(s))
+    return f'{e(s.result)} {signed(s.net)}<br><span class="small muted">comm. {money_text(s.commission)}</span>'
 
 
 def _is_card(value: Any) -> bool:
@@ -814,7 +821,7 @@ def value_html(value: Any) -> str:
     return e(str(value) if isinstance(value, str) else json.dumps(value))
 
 
-BET_CELL_CLASSES = {0: "id", 1: "id", 2: "id", 3: "id", 4: "num", 5: "history"}
+BET_CELL_CLASSES = {0: "id", 1: "id", 2: "id", 3: "id", 4: "num", 5: "history", 6: "money", 7: "money", 8: "money", 9: "money", 10: "money"}
 
 
 class Page:
@@ -904,8 +911,8 @@ class Page:
             where = " · ".join(e(x) for x in (d.table_id, d.shoe_id, _round_label(i)) if x)
             rows.append(
                 f'<tr><td class="num"><a href="#{i.anchor}">{n}</a></td><td><span class="sev {e(d.severity)}">{e(d.severity)}</span></td>'
-                f'<td><a href="#{i.anchor}"><code>{e(d.rule)}</code></a></td><td>{e(d.article)}</td><td>{where}</td>'
-                f'<td>{clock_text(i.alert.time)}</td><td class="summary">{e(d.summary)}</td></tr>'
+                f'<td><a href="#{i.anchor}"><code>{e(d.rule)}</code></a></td><td>{e(d.article)}</td><td class="where">{where}</td>'
+                f'<td class="time">{clock_text(i.alert.time)}</td><td class="summary">{e(d.summary)}</td></tr>'
             )
         return (
             '<nav class="toc" id="contents"><h2>Contents</h2><table class="grid"><thead><tr><th>#</th><th>severity</th>'
@@ -1115,11 +1122,11 @@ class Page:
         bet_ids = list(rnd.bets) + [b for b in settlements if b not in rnd.bets]
         if not bet_ids:
             return '<h4>Bets</h4><p class="muted">No bets on this round.</p>'
-        head = ["bet", "patron", "seat", "spot", "stake", "what happened", "paid (bet.settled)", "rules give"]
+        head = ["bet", "patron", "seat", "spot", "stake", "what happened", "paid", "rules give"]
         if show_cards:
             head.append("on the cards' result")
         if show_right:
-            head.append("had it been dealt right")
+            head.append("if dealt right")
         head.append("paid − due")
         rows = []
         total = {"stake": 0, "paid": 0, "due": 0}
@@ -1140,20 +1147,21 @@ class Page:
                     for t, action, spot, amount, late in bet.history)
                 if bet.carried_from:
                     history = f'<span class="muted">carried from the tie of {e(bet.carried_from)}</span>; ' + history
-                cells = [e(bet_id), e(bet.patron_id), e(bet.seat), e(str(bet.spot)), money_text(bet.amount) + (" <span class=\"muted\">(withdrawn)</span>" if bet.withdrawn else ""), history]
+                cells = [e(bet_id), e(bet.patron_id), e(bet.seat), e(str(bet.spot)), (f'<s title="withdrawn">{money_text(bet.amount)}</s>' if bet.withdrawn else money_text(bet.amount)), history]
                 due = None if bet.withdrawn else rules_give(bet, declared, rnd.voided is not None, commission)
                 if not bet.withdrawn:
                     total["stake"] += bet.amount
             paid_text = "<br>".join(
-                (f"{'again: ' if n else ''}" + settlement_text(Settlement(s.result, s.net, s.commission))
+                (f"{'again: ' if n else ''}" + settlement_html(Settlement(s.result, s.net, s.commission))
                  + (f" <span class=\"muted\">on {e(str(s.spot))} {money_text(s.amount)}</span>" if bet is not None and (s.spot, s.amount) != (bet.spot, bet.amount) else ""))
                 for n, (_, _, s) in enumerate(paid)
-            ) or ('<span class="hot">never settled</span>' if c is not None or rnd.voided else "—")
-            cells += [paid_text, settlement_text(due)]
+            ) or ('<span class="muted">withdrawn: nothing to settle</span>' if bet is not None and bet.withdrawn
+                  else '<span class="hot">never settled</span>' if c is not None or rnd.voided else "—")
+            cells += [paid_text, settlement_html(due)]
             if show_cards:
-                cells.append(settlement_text(rules_give(bet, by_cards, False, commission)) if bet and not bet.withdrawn else "—")
+                cells.append(settlement_html(rules_give(bet, by_cards, False, commission)) if bet and not bet.withdrawn else "—")
             if show_right:
-                cells.append(settlement_text(rules_give(bet, right.coup.result, False, commission)) if bet and not bet.withdrawn and right else "—")
+                cells.append(settlement_html(rules_give(bet, right.coup.result, False, commission)) if bet and not bet.withdrawn and right else "—")
             paid_net = sum(s.net for _, _, s in paid)
             paid_comm = sum(s.commission for _, _, s in paid)
             total["paid"] += paid_net
@@ -1177,8 +1185,9 @@ class Page:
                     + "<td></td>" * (span - 8) + f'<td>{signed(total["paid"] - total["due"])}</td></tr>')
         table = ('<h4>Bets and payouts</h4><table class="grid bets"><thead><tr>' + "".join(f"<th>{e(h)}</th>" for h in head)
                  + f'</tr></thead><tbody>{"".join(rows)}</tbody></table>')
-        table += f'<p class="muted small">Rules give: core.money.settle on the declared result, commission {e(str(commission)) if commission else "unknown"}' \
-                 f'{", as the settlement check judges" if show_cards or show_right else ""}. Net is what the patron gains.</p>'
+        table += f'<p class="muted small">Paid: each bet.settled. Rules give: core.money.settle on the declared result, commission {e(str(commission)) if commission else "unknown"}' \
+                 f'{", as the settlement check judges" if show_cards or show_right else ""}' \
+                 f'{"; if dealt right: on the result of the correct play" if show_right else ""}. Net is what the patron gains.</p>'
         spot_totals = money.spot_totals((bet.spot, bet.amount) for bet in rnd.active_bets())
         if rnd.opened is not None and rnd.active_bets():
             difference = abs(spot_totals[Spot.BANKER] - spot_totals[Spot.PLAYER])
@@ -1459,6 +1468,8 @@ a:hover { text-decoration: underline; }
 .num { text-align: right; font-variant-numeric: tabular-nums; }
 .report-head { border-bottom: 3px solid var(--ink); padding-bottom: 14px; margin-bottom: 18px; }
 .head-grid { display: flex; gap: 28px; flex-wrap: wrap; align-items: flex-start; }
+.head-grid > .facts { flex: 1 1 520px; }
+.head-grid > .by-rule { flex: 0 0 auto; }
 table { border-collapse: collapse; }
 .facts th { text-align: left; font-weight: 600; padding: 3px 14px 3px 0; vertical-align: top; white-space: nowrap; }
 .facts td { padding: 3px 0; }
@@ -1467,10 +1478,11 @@ table { border-collapse: collapse; }
 .grid th, .grid td { border: 1px solid var(--line); padding: 4px 8px; vertical-align: middle; }
 .grid thead th { background: var(--soft); text-align: left; font-weight: 600; }
 .grid tr.total td, .grid tr.total th { background: var(--soft); font-weight: 600; }
-.by-rule { min-width: 420px; }
+.by-rule { min-width: 400px; margin-top: 0; }
 .toc { margin-bottom: 28px; }
 .toc h2 { font-size: 18px; }
 .toc .summary { max-width: 520px; }
+.toc td.where, .toc td.time { white-space: nowrap; }
 .sev { display: inline-block; border-radius: 3px; padding: 0 7px; font-size: 12px; font-weight: 700; letter-spacing: .03em;
   text-transform: uppercase; color: #fff; line-height: 20px; white-space: nowrap; }
 .sev.critical { background: var(--crit); } .sev.warning { background: var(--warn); } .sev.info { background: var(--info); }
@@ -1498,7 +1510,9 @@ tr.bad td { background: var(--bad); }
 tr.focus td { background: var(--focus); }
 tr.bad.focus td { background: #fde2cf; }
 tr.differs td:last-child { font-weight: 700; color: var(--crit); }
-.bets td.id, .bets td.num { white-space: nowrap; }
+.bets td.id, .bets td.num, .bets td.money, .bets th, .bets tr.total td { white-space: nowrap; }
+.grid.bets { font-size: 13px; }
+.grid.bets th, .grid.bets td { padding: 3px 6px; }
 .bets td.history { min-width: 200px; }
 .cards-order td:nth-child(4) { color: var(--muted); }
 .hands th { text-align: left; }
