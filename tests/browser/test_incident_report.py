@@ -283,12 +283,19 @@ def test_the_page_loads_nothing_from_the_network(report: tuple[Path, list[Any]],
 @needs_chromium
 def test_it_prints(report: tuple[Path, list[Any]], browser: Chromium, seen: str) -> None:
     browser.send("Emulation.setEmulatedMedia", {"media": "print"})
+    # an A4 page less its margins is about 700 CSS pixels wide
+    browser.send("Emulation.setDeviceMetricsOverride", {"width": 700, "height": 1000, "deviceScaleFactor": 1, "mobile": False})
     try:
         assert browser.evaluate("getComputedStyle(document.querySelector('.card.red')).color") == "rgb(200, 16, 46)"
         assert browser.evaluate("getComputedStyle(document.querySelector('.back')).display") == "none"
         assert browser.evaluate("getComputedStyle(document.documentElement).printColorAdjust") == "exact"
+        overflowing = browser.evaluate(
+            "[...document.querySelectorAll('section.alert')].filter(s => s.scrollWidth > s.clientWidth).map(s => s.dataset.rule)"
+        )
+        assert overflowing == []
     finally:
         browser.send("Emulation.setEmulatedMedia", {"media": ""})
+        browser.send("Emulation.setDeviceMetricsOverride", {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
     pdf = browser.pdf()
     assert pdf.startswith(b"%PDF") and len(pdf) > 10_000
 

@@ -1212,18 +1212,18 @@ class Page:
         if shoe is None:
             return ""
         burned = sorted(shoe.start_burn)
-        cells = "".join(f'<td><div class="idx">{index}</div>{card_html(shoe.card(index))}</td>' for index in burned)
+        cells = "".join(f'<div class="cell"><div class="idx">{index}</div>{card_html(shoe.card(index))}</div>' for index in burned)
         first_dealt = next((index for index in range(1, shoe.last_index + 1) if shoe.went(index)[0] in (PLAYER, BANKER)), None)
         after = ""
         if first_dealt is not None:
-            after = f'<td class="next"><div class="idx">{first_dealt}</div>{card_html(shoe.card(first_dealt))}<div class="muted small">first card dealt</div></td>'
+            after = f'<div class="cell next"><div class="idx">{first_dealt}</div>{card_html(shoe.card(first_dealt))}<div class="muted small">first card dealt</div></div>'
         policy = ev.get("policy", "")
         explain = {"decks": f"one card per deck: {shoe.decks} decks", "fixed": "the house's fixed count",
                    "first_card": "the first card, shown, plus as many as its face value (10/J/Q/K count 10)"}.get(str(policy), str(policy))
         return (f'<div class="block"><h3>The burn at the shoe\'s start (Art. 2.1)</h3>'
                 f'<p>Policy <strong>{e(str(policy))}</strong>: {e(explain)}. Due <strong>{e(str(ev.get("expected_count")))}</strong>, '
                 f'burned <strong class="hot">{e(str(ev.get("seen_count")))}</strong>.</p>'
-                f'<table class="strip"><tr>{cells}{after}</tr></table></div>')
+                f'<div class="strip">{cells}{after}</div></div>')
 
     def cut_view(self, i: Incident) -> str:
         shoe = i.shoe
@@ -1240,13 +1240,13 @@ class Page:
             if index == size - CUT_CARD_MIN_BEHIND + 1:
                 classes.append("min-line")
             read = shoe.card(index) if shoe else None
-            cells.append(f'<td class="{" ".join(classes)}"><div class="idx">{index}</div>{card_html(read) if read else BLANK_CARD}</td>')
+            cells.append(f'<div class="{" ".join(["cell", *classes])}"><div class="idx">{index}</div>{card_html(read) if read else BLANK_CARD}</div>')
             if index == before:
-                cells.append('<td class="cut-card"><div class="idx">cut</div><span class="card white">CUT</span></td>')
+                cells.append('<div class="cell cut-card"><div class="idx">cut</div><span class="card white">CUT</span></div>')
         return (f'<div class="block"><h3>Where the cut card went (Art. 2.1)</h3>'
                 f'<p>{decks} decks, {size} cards. The cut card came out after card <strong>{before}</strong>, leaving '
                 f'<strong class="hot">{size - before}</strong> cards behind it; the rules want at least about {CUT_CARD_MIN_BEHIND} '
-                f'(the dashed line).</p><div class="scroll"><table class="strip end-of-shoe"><tr>{"".join(cells)}</tr></table></div>'
+                f'(the dashed line).</p><div class="strip end-of-shoe">{"".join(cells)}</div>'
                 f'<p class="muted small">The end of the shoe: shaded cards lay behind the cut card; blank cards were never read.</p></div>')
 
     def after_cut_view(self, i: Incident) -> str:
@@ -1357,7 +1357,7 @@ class Page:
         for start in range(0, len(a), 16):
             top = "".join(f'<td><div class="idx">{index}</div>{card_html(code)}</td>' for index, code in a[start : start + 16])
             bottom = "".join(f'<td>{card_html(code)}<div class="idx">{index}</div></td>' for index, code in b[start : start + 16])
-            chunks.append(f'<table class="strip pair"><tr><th>{e(later.shoe_id)}</th>{top}</tr><tr><th>{e(earlier.shoe_id)}</th>{bottom}</tr></table>')
+            chunks.append(f'<table class="pair"><tr><th>{e(later.shoe_id)}</th>{top}</tr><tr><th>{e(earlier.shoe_id)}</th>{bottom}</tr></table>')
         return (f'<div class="block"><h3>The repeated run, side by side</h3>'
                 f'<p><strong>{len(a)} cards</strong> in the same order: cards {a[0][0]}–{a[-1][0]} of shoe {e(later.shoe_id)} '
                 f'are cards {b[0][0]}–{b[-1][0]} of shoe {e(earlier.shoe_id)}, {_shoes_back(ev.get("shoes_back"))} at this table. '
@@ -1384,11 +1384,11 @@ class Page:
         for x in range(max(1, index - around), min(shoe.last_index, index + around) + 1):
             where, round_id = shoe.went(x)
             label = {PLAYER: "P", BANKER: "B", BURNED: "burn"}.get(where, "—")
-            cls = "focus" if x == index else ""
-            cells.append(f'<td class="{cls}"><div class="idx">{x}</div>{card_html(shoe.card(x))}<div class="small">{label}</div>'
-                         f'<div class="muted tiny">{e(_short_round(round_id))}</div></td>')
+            cls = "cell focus" if x == index else "cell"
+            cells.append(f'<div class="{cls}"><div class="idx">{x}</div>{card_html(shoe.card(x))}<div class="small">{label}</div>'
+                         f'<div class="muted tiny">{e(_short_round(round_id))}</div></div>')
         return (f'<div class="block"><h3>Shoe {e(shoe.shoe_id)} around card {index}</h3>'
-                f'<table class="strip">{"<tr>" + "".join(cells) + "</tr>"}</table>'
+                f'<div class="strip">{"".join(cells)}</div>'
                 '<p class="muted small">P/B: dealt to the Player/Banker; burn: burned; —: neither.</p></div>')
 
 
@@ -1523,17 +1523,17 @@ ul.differences li { margin: 2px 0; }
 .kv td { padding: 2px 0; font-size: 13.5px; }
 .kv .kv { margin: 0; }
 .evidence { margin-bottom: 4px; }
-.strip { border-collapse: separate; border-spacing: 3px 0; margin: 6px 0; }
-.strip td { text-align: center; padding: 2px 1px; vertical-align: top; }
-.strip th { text-align: right; padding-right: 6px; font-size: 13px; }
-.strip .idx { font-size: 11px; color: var(--muted); }
-.strip td.focus { background: var(--focus); border-radius: 4px; }
-.strip td.next { border-left: 2px dashed var(--line); padding-left: 6px; }
-.strip.pair td { padding: 1px; }
-.end-of-shoe td.behind { background: #eceff3; }
-.end-of-shoe td.min-line { border-left: 2px dashed var(--crit); }
-.end-of-shoe td.cut-card { background: #fffbe6; }
-.scroll { overflow-x: auto; }
+.strip { display: flex; flex-wrap: wrap; gap: 4px 3px; margin: 6px 0; }
+.strip .cell { text-align: center; padding: 2px 1px; min-width: 2.9em; }
+.idx { font-size: 11px; color: var(--muted); }
+.strip .cell.focus { background: var(--focus); border-radius: 4px; }
+.strip .cell.next { border-left: 2px dashed var(--line); padding-left: 6px; }
+.end-of-shoe .cell.behind { background: #eceff3; }
+.end-of-shoe .cell.min-line { border-left: 2px dashed var(--crit); }
+.end-of-shoe .cell.cut-card { background: #fffbe6; }
+.pair { border-collapse: separate; border-spacing: 3px 0; margin: 6px 0; }
+.pair td { text-align: center; padding: 1px; vertical-align: top; }
+.pair th { text-align: right; padding-right: 6px; font-size: 13px; }
 .drift td.barcell { width: 320px; }
 .bar { height: 9px; border-radius: 2px; margin: 1px 0; }
 .bar.obs.banker { background: var(--banker); } .bar.obs.player { background: var(--player); } .bar.obs.tie { background: var(--tie); }
@@ -1548,14 +1548,28 @@ ul.differences li { margin: 2px 0; }
 .missing { color: var(--warn); }
 .back { text-align: right; font-size: 12px; margin: 6px 0 0; }
 footer { margin-top: 30px; color: var(--muted); font-size: 12px; border-top: 1px solid var(--line); padding-top: 8px; }
+@media screen { section.alert { overflow-x: auto; } }
+@media print, (max-width: 900px) {
+  body { padding: 10px; }
+  .grid { font-size: 11.5px; }
+  .grid th, .grid td, .grid.bets th, .grid.bets td { padding: 2px 4px; }
+  .grid.bets { font-size: 11px; }
+  .bets td.money, .bets th, .bets tr.total td, .toc td.where, .toc td.time { white-space: normal; }
+  .bets td.money .small { white-space: nowrap; }
+  .bets td.history { min-width: 0; }
+  .card { font-size: 12px; min-width: 2em; padding: 0 2px; margin: 0 1px; }
+  section.alert { padding: 10px 12px 6px; }
+  p.summary { font-size: 16px; }
+  .head-grid > .facts { flex-basis: 100%; }
+  .by-rule { min-width: 0; }
+}
 @media print {
-  body { max-width: none; padding: 0; font-size: 10.5pt; }
+  body { max-width: none; padding: 0; font-size: 10pt; }
   .toc { break-after: page; }
   section.alert { break-inside: avoid-page; border-left-width: 4px; }
   .block, .grid, .strip { break-inside: avoid; }
   .back { display: none; }
   a { color: inherit; }
-  .scroll { overflow: visible; }
   @page { margin: 14mm 12mm; }
 }
 """

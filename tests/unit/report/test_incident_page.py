@@ -200,7 +200,7 @@ def test_a_shoe_repeat_sets_the_two_runs_side_by_side(floor: Floor) -> None:
 def test_a_burn_count_shows_the_burned_cards(floor: Floor) -> None:
     d = floor.alert("BURN_COUNT")
     section = floor.section("BURN_COUNT")
-    strip = section.find("table", cls="strip")
+    strip = section.find("div", cls="strip")
     shown = cards_shown(strip)
     assert shown[: d.evidence["seen_count"]] == d.evidence["burned"]
     assert "first card dealt" in strip.text()
@@ -212,7 +212,7 @@ def test_a_shallow_cut_card_shows_where_it_went(floor: Floor) -> None:
     section = floor.section("CUT_CARD_DEPTH")
     assert (f"The cut card came out after card {d.evidence['cards_before']}, leaving {d.evidence['cards_behind']} "
             f"cards behind it") in section.text()
-    cells = section.find("table", cls="end-of-shoe").find_all("td")
+    cells = section.find("div", cls="end-of-shoe").find_all("div", cls="cell")
     cut = next(n for n, c in enumerate(cells) if "cut-card" in c.classes)
     assert cells[cut - 1].find("div", cls="idx").text() == str(d.evidence["cards_before"])
     behind = [c for c in cells if "behind" in c.classes]
