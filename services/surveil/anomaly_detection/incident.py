@@ -1220,6 +1220,10 @@ class Page:
         policy = ev.get("policy", "")
         explain = {"decks": f"one card per deck: {shoe.decks} decks", "fixed": "the house's fixed count",
                    "first_card": "the first card, shown, plus as many as its face value (10/J/Q/K count 10)"}.get(str(policy), str(policy))
+        first = shoe.card(burned[0]) if burned else None
+        if policy == "first_card" and first:
+            face = CARDS[first].rank.face_value
+            explain += f"; the first card was the {card_text(first)}, face value {face}: 1 + {face}"
         return (f'<div class="block"><h3>The burn at the shoe\'s start (Art. 2.1)</h3>'
                 f'<p>Policy <strong>{e(str(policy))}</strong>: {e(explain)}. Due <strong>{e(str(ev.get("expected_count")))}</strong>, '
                 f'burned <strong class="hot">{e(str(ev.get("seen_count")))}</strong>.</p>'

@@ -20,6 +20,7 @@ from surveil.anomaly_detection.report import stake_of
 from surveil.cli import main
 from surveil.core.cards import CARDS
 from surveil.core.money import Spot
+from surveil.core.profiles import load_profile
 from surveil.core.play import hand_total
 from surveil.events import models as m
 
@@ -327,3 +328,15 @@ def test_the_report_is_only_written_when_asked(tmp_path: Path) -> None:
     result = runner.invoke(main, ["replay", str(log), "--report", str(tmp_path / "r.html")])
     assert result.exit_code == 0, result.output
     assert (tmp_path / "r.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
+
+
+def test_a_first_card_burn_shows_its_count() -> None:
+    house = load_profile("sjm")
+    s = Scenario(profile="sjm", min_bet=house.min_bet, max_bet=house.max_bet)
+    s.start_shoe(burn=["3S", "9D"])  # sjm burns the first card plus its face value: 1 + 3
+    s.round(BANKER_NATURAL, [BetSpec("P1", Spot.BANKER, house.min_bet)])
+    s.end_shoe()
+    page, alerts = page_of(s.log())
+    [alert] = alerts
+    text = page.by_id(f"alert-{alert.data.alert_id}").find("div", cls="block").text()
+    assert "the first card was the 3\u2660, face value 3: 1 + 3. Due 4, burned 2." in text
