@@ -659,8 +659,8 @@ def play_differences(c: m.RoundCompletedData, right: CorrectPlay) -> list[str]:
     same_places = [i for i, _ in dealt_p[:2]] == [i for i, _ in right.player[:2]] and [i for i, _ in dealt_b[:2]] == [i for i, _ in right.banker[:2]]
     if dealt_p[:2] != right.player[:2] or dealt_b[:2] != right.banker[:2]:
         if same_places:  # the right cards went to the right places, but a hand shows another card
-            for hand, dealt, ruled in (("Player", dealt_p, right.player), ("Banker", dealt_b, right.banker)):
-                for position, ((index, shown), (_, read)) in enumerate(zip(dealt[:2], ruled[:2]), start=1):
+            for hand, dealt, by_rules in (("Player", dealt_p, right.player), ("Banker", dealt_b, right.banker)):
+                for position, ((index, shown), (_, read)) in enumerate(zip(dealt[:2], by_rules[:2]), start=1):
                     if shown != read:
                         out.append(f"The {hand}'s {_ordinal(position)} card shows the {shown} where the shoe read the {read} (card {index}).")
         else:
@@ -1200,8 +1200,8 @@ class Page:
                 sums = sums.add(s.amount, Settlement(s.result, s.net, s.commission))
             pairs = [("staked", declared_totals.staked, sums.staked), ("paid out", declared_totals.paid_out, sums.paid_out),
                      ("commission", declared_totals.commission, sums.commission), ("house net", declared_totals.house_net, sums.house_net)]
-            cells = " · ".join(f'{k} {money_text(a)}' + ("" if a == b else f' <span class="hot">(the bets add up to {money_text(b)})</span>') for k, a, b in pairs)
-            table += f'<p class="small">round.settled: {cells}</p>'
+            line = " · ".join(f'{k} {money_text(a)}' + ("" if a == b else f' <span class="hot">(the bets add up to {money_text(b)})</span>') for k, a, b in pairs)
+            table += f'<p class="small">round.settled: {line}</p>'
         return table
 
     # ---- the shoe views ---------------------------------------------------------------------------
