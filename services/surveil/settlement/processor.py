@@ -82,13 +82,15 @@ class SettlementProcessor:
 
     def _opened(self, event: m.RoundOpened, state: State) -> list[m.Event]:
         d = event.data
+        carried_key = state.key("carried", d.table_id)
+        # One round trip for the three reads below (a round opening is the first time it is read).
+        state.prefetch(self._round_key(state, d.table_id, d.round_id), state.key(ledger.round_key(d.table_id, d.round_id)), carried_key)
         if self._open_round(state, d.table_id, d.round_id) is not None or ledger.is_settled(state, d.table_id, d.round_id):
             raise _reject("duplicate", f"round {d.round_id} at {d.table_id} was already opened")
         try:
             load_profile(d.profile)
         except InvalidProfileError as error:
             raise _reject("invalid", f"round {d.round_id}: {error}") from None
-        carried_key = state.key("carried", d.table_id)
         carried = state.get(carried_key, CarriedBets) or CarriedBets()
         # A carried bet the round does not name was withdrawn (Art. 12(1)): its stake went back,
         # and the ledger never counted it. An id settlement never carried names a bet it already

@@ -119,3 +119,19 @@ def test_an_empty_commit_writes_nothing(backend: Backend) -> None:
     state.commit()
     assert backend.progress("svc") == {}
     assert backend.read("svc:a") is None
+
+
+def test_prefetched_values_are_read_in_one_go_and_got_as_usual(backend: Backend) -> None:
+    writer = State(backend, "svc")
+    writer.put("svc:a", Item("a", 1))
+    writer.put("svc:b", Item("b", 2))
+    writer.commit()
+    assert backend.read_many(["svc:a", "svc:missing", "svc:b"])[1] is None
+    state = State(backend, "svc")
+    state.prefetch("svc:a", "svc:b", "svc:missing")
+    writer.put("svc:a", Item("a", 9))
+    writer.commit()
+    # The batch reads what was there when it prefetched, as if it had read it then.
+    assert (state.get("svc:a", Item), state.get("svc:b", Item), state.get("svc:missing", Item)) == (Item("a", 1), Item("b", 2), None)
+    state.commit()
+    assert state.get("svc:a", Item) == Item("a", 9)  # a new batch reads afresh
