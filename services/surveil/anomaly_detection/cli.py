@@ -51,6 +51,8 @@ def replay_command(
     with --kafka publish it into the live pipeline's topics."""
     console = Console(stderr=True)
     if kafka:
+        if alerts_file or report_file or profile:
+            raise click.UsageError("--alerts, --report and --profile judge the log here; --kafka hands it to the live services")
         _publish(log, kafka, None if as_fast else speed, console)
         return
     out = open(alerts_file, "wb") if alerts_file else None

@@ -661,7 +661,7 @@ class TableWatch:
                         "Art. 2.1",
                         f"Cards up to card {index} of this shoe repeat a run of {patterns.REPEAT_K}+ cards from the "
                         f"shoe {age} before at this table: a false shuffle or a pre-arranged slug.",
-                        {"index": index, "run": shoe.winnower.recent_cards, "shoes_back": age},
+                        {"index": index, "run": list(shoe.winnower.recent_cards), "shoes_back": age},
                     ),
                     Context(self.state.table_id, f"shoe:{shoe.shoe_id}:repeat", shoe_id=shoe.shoe_id),
                     time,
