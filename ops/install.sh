@@ -20,8 +20,10 @@ install_apt() {
   local missing=()
   command -v redis-server >/dev/null || missing+=(redis-server)
   if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then missing+=(prometheus); fi
+  # The incident report's browser test; DejaVu has the suit symbols.
+  command -v chromium >/dev/null || missing+=(chromium fonts-dejavu-core)
   if ((${#missing[@]} == 0)); then
-    say "apt: redis-server, prometheus and promtool are installed"
+    say "apt: redis-server, prometheus, promtool and chromium are installed"
     return
   fi
   local sudo=()
