@@ -1,4 +1,8 @@
-"""``surveil``: the command line of the surveillance system."""
+"""``surveil``: the command line of the surveillance system.
+
+Commands are imported when they run, so a service process loads (and exports the metrics of)
+only its own code.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +19,31 @@ SERVICES = {
     "lag-exporter": "surveil.runtime.lag_exporter",
 }
 
+# command name -> "module:attribute" of its click command
+COMMANDS = {
+    "demo": "surveil.demo:demo_command",
+    "simulate": "surveil.sim.cli:simulate_command",
+    "replay": "surveil.anomaly_detection.cli:replay_command",
+    "ledger": "surveil.settlement.cli:ledger",
+    "reconcile": "surveil.settlement.cli:reconcile",
+    "up": "surveil.stack:up_command",
+    "down": "surveil.stack:down_command",
+}
 
-@click.group()
+
+class _Commands(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*COMMANDS, *super().list_commands(ctx)])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in COMMANDS:
+            module, attribute = COMMANDS[name].split(":")
+            command: click.Command = getattr(importlib.import_module(module), attribute)
+            return command
+        return super().get_command(ctx, name)
+
+
+@click.group(cls=_Commands)
 def main() -> None:
     """Surveillance of Macau baccarat tables: every round replayed against the rules."""
 
@@ -26,23 +53,3 @@ def main() -> None:
 def serve(service: str) -> None:
     """Run one service against Kafka and Redis (configured by environment variables)."""
     importlib.import_module(SERVICES[service]).main()
-
-
-from .anomaly_detection.cli import replay_command  # noqa: E402
-
-main.add_command(replay_command)
-
-from .settlement.cli import ledger, reconcile  # noqa: E402
-
-main.add_command(ledger)
-main.add_command(reconcile)
-main.add_command(importlib.import_module("surveil.sim.cli").simulate_command)
-
-from .demo import demo_command  # noqa: E402
-
-main.add_command(demo_command)
-
-from .stack import down_command, up_command  # noqa: E402
-
-main.add_command(up_command)
-main.add_command(down_command)

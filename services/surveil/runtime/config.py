@@ -12,6 +12,7 @@ DEFAULT_METRICS_PORTS = {
     "table-controller": 9102,
     "settlement": 9103,
     "anomaly-detection": 9104,
+    "lag-exporter": 9105,
 }
 
 
@@ -42,7 +43,7 @@ class Settings:
             kafka_bootstrap=env.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
             redis_url=env.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
             metrics_port=int(env.get("METRICS_PORT", DEFAULT_METRICS_PORTS.get(service, 9100))),
-            instance_id=env.get("INSTANCE_ID", socket.gethostname()),
+            instance_id=env.get("INSTANCE_ID") or socket.gethostname(),
             log_level=env.get("LOG_LEVEL", "INFO"),
             partitions=int(env.get("PARTITIONS", "6")),
             topic_prefix=env.get("TOPIC_PREFIX", ""),

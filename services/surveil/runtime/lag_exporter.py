@@ -40,7 +40,6 @@ from .config import Settings
 from .topics import INPUTS
 
 SERVICE = "lag-exporter"
-DEFAULT_PORT = 9105
 DEFAULT_INTERVAL = 5.0  # seconds between polls; Prometheus scrapes every 5 s
 
 # The consumer groups (named after their processor; faust's app id for anomaly-detection) and the
@@ -151,8 +150,7 @@ def run(reader: LagReader, interval: float, stop: threading.Event, log: Any) -> 
 def main() -> None:
     settings = Settings.from_env(SERVICE)
     log = logs.configure(SERVICE, settings.log_level)
-    # Settings' default port is for the four services; the exporter's is 9105.
-    port = int(os.environ.get("METRICS_PORT", DEFAULT_PORT))
+    port = settings.metrics_port
     interval = float(os.environ.get("LAG_INTERVAL", DEFAULT_INTERVAL))
     metrics.serve(port)
     stop = threading.Event()
