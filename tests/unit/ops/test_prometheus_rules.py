@@ -30,7 +30,7 @@ RULE_FILES = sorted((PROMETHEUS / "rules").glob("*.yml"))
 RULE_TESTS = sorted((PROMETHEUS / "tests").glob("*.yml"))
 
 # Every scraped job and its /metrics port.
-PORTS = {**DEFAULT_METRICS_PORTS, lag_exporter.SERVICE: lag_exporter.DEFAULT_PORT}
+PORTS = DEFAULT_METRICS_PORTS
 
 
 @pytest.fixture(scope="module")
