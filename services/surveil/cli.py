@@ -24,6 +24,7 @@ COMMANDS = {
     "demo": "surveil.demo:demo_command",
     "simulate": "surveil.sim.cli:simulate_command",
     "replay": "surveil.anomaly_detection.cli:replay_command",
+    "verify": "surveil.anomaly_detection.verify:verify_command",
     "ledger": "surveil.settlement.cli:ledger",
     "reconcile": "surveil.settlement.cli:reconcile",
     "up": "surveil.stack:up_command",

@@ -3,6 +3,11 @@
 Alert ids are a hash of the rule, the table and what the finding is about (a round, a bet, a
 shoe index), so the same finding always gets the same id and redelivery never shows an officer
 the same alert twice. The alert's time is the time of the event that revealed it.
+
+Alerts are tamper-evident: each table's alerts form a hash chain. An alert's ``chain`` is
+``sha256(previous chain + "\n" + its data as JSON with sorted keys, without chain)``; the first
+alert of a table chains from the empty string. Whoever publishes a table's alerts, in order,
+links them (``Chains``); ``surveil verify`` checks a recorded alert log.
 """
 
 from __future__ import annotations
@@ -11,6 +16,8 @@ import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
+
+import msgspec
 
 from ..core.findings import Finding
 from ..events import codec
@@ -56,3 +63,30 @@ def raise_alert(finding: Finding, context: Context, time: datetime, ordinal: int
         evidence=finding.evidence,
     )
     return codec.make(AlertRaised, data, id=identifier, source=SOURCE, time=time)
+
+
+_canonical = msgspec.json.Encoder(order="sorted").encode
+
+
+def chain_link(previous: str, data: AlertRaisedData) -> str:
+    """The chain value of an alert with ``data`` following one whose chain is ``previous``."""
+    unchained = msgspec.structs.replace(data, chain=None)
+    return hashlib.sha256(previous.encode() + b"\n" + _canonical(unchained)).hexdigest()
+
+
+def chained(alert: AlertRaised, previous: str) -> AlertRaised:
+    """``alert`` linked to its table's previous alert."""
+    data = msgspec.structs.replace(alert.data, chain=chain_link(previous, alert.data))
+    return msgspec.structs.replace(alert, data=data)
+
+
+class Chains(msgspec.Struct):
+    """The last chain value of each table's alerts, to link the next one."""
+
+    last: dict[str, str] = {}
+
+    def link(self, alert: AlertRaised) -> AlertRaised:
+        linked = chained(alert, self.last.get(alert.subject, ""))
+        assert linked.data.chain is not None
+        self.last[alert.subject] = linked.data.chain
+        return linked

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from ..core.findings import AlertCode, Finding
 from ..events.models import AlertRaised, Event
 from . import patterns
-from .alerts import Context, raise_alert
+from .alerts import Chains, Context, raise_alert
 from .table import Fact, PatronBet, Raised, TableState, TableWatch
 
 
@@ -60,6 +60,7 @@ class Floor:
         self.tables: dict[str, TableWatch] = {}
         self.charts: dict[str, patterns.Cusum] = {}
         self.raised_ids: set[str] = set()
+        self.chains = Chains()
         self.findings_by_rule: Counter[str] = Counter()
 
     @property
@@ -97,5 +98,5 @@ class Floor:
                 continue
             self.raised_ids.add(alert.data.alert_id)
             self.findings_by_rule[alert.data.rule] += 1
-            alerts.append(alert)
+            alerts.append(self.chains.link(alert))
         return alerts

@@ -163,6 +163,9 @@ class AlertRaisedData(Data, frozen=True, kw_only=True, omit_defaults=True):
     patron_id: Id | None = None
     dealer_id: Id | None = None
     evidence: dict[str, Any] = {}
+    # Tamper evidence: sha256 of the table's previous alert's chain and this alert's data
+    # (surveil.detect.alerts.chain_link); `surveil verify` checks a recorded alert log.
+    chain: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")] | None = None
 
 
 # ---- baccarat.inputs: what the table's dealer console and sensors report (docs/table-inputs.md) --
