@@ -5,8 +5,9 @@
   ``TableState`` in the ``table-watch`` table (changelog-backed: a restarted or rebalanced worker
   resumes from it), publishes alerts to ``baccarat.alerts`` and the pattern facts, keyed by
   patron or dealer, to an internal topic;
-- ``chart`` consumes those facts and keeps each patron's and dealer's CUSUM chart in the
-  ``pattern-charts`` table.
+- ``chart`` consumes those facts, keeps each patron's and dealer's CUSUM chart in the
+  ``pattern-charts`` table, and sends its alerts back to the table's ``watch`` (an internal
+  topic keyed by table), which links every alert of the table into one hash chain.
 
 Both agents run exactly the code the offline replay runs, so live and offline alerts agree.
 
@@ -33,9 +34,9 @@ import faust
 import msgspec
 
 from ..detect import patterns
-from ..detect.alerts import raise_alert
+from ..detect.alerts import chained, raise_alert
 from ..detect.floor import chart_finding
-from ..detect.table import DealerRound, Fact, PatronBet, Raised, TableState, TableWatch
+from ..detect.table import DealerRound, Fact, PatronBet, TableState, TableWatch
 from ..events import codec
 from ..events.models import ALERTS_TOPIC, DEADLETTER_TOPIC, SETTLEMENT_TOPIC, SHOE_TOPIC, TABLE_TOPIC, AlertRaised
 from ..runtime import deadletter
@@ -81,6 +82,7 @@ class Watched(msgspec.Struct):
 
     state: TableState
     outbox: Outbox = msgspec.field(default_factory=Outbox)
+    chain: str = ""  # the chain value of the table's last alert
 
 
 class Charted(msgspec.Struct):
@@ -107,15 +109,20 @@ app = faust.App(
     broker_commit_interval=1.0,  # what a crash can make it republish: about a second's outputs
 )
 
-streams = app.topic(
-    settings.topic(SHOE_TOPIC), settings.topic(TABLE_TOPIC), settings.topic(SETTLEMENT_TOPIC), key_type=bytes, value_type=bytes
-)
 alerts_topic = app.topic(settings.topic(ALERTS_TOPIC), key_type=bytes, value_type=bytes)
 deadletters_topic = app.topic(settings.topic(DEADLETTER_TOPIC), key_type=bytes, value_type=bytes)
 facts_topic = app.topic(
     settings.topic(f"{SERVICE}-facts"), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True
 )
-TOPICS = {ALERTS_TOPIC: alerts_topic, DEADLETTER_TOPIC: deadletters_topic, "facts": facts_topic}
+# Pattern alerts go back to their table's watch, which chains every alert of the table in order.
+PATTERN_ALERTS = f"{SERVICE}-pattern-alerts"
+pattern_alerts_topic = app.topic(
+    settings.topic(PATTERN_ALERTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True
+)
+streams = app.topic(
+    *(settings.topic(name) for name in (SHOE_TOPIC, TABLE_TOPIC, SETTLEMENT_TOPIC, PATTERN_ALERTS)), key_type=bytes, value_type=bytes
+)
+TOPICS = {ALERTS_TOPIC: alerts_topic, DEADLETTER_TOPIC: deadletters_topic, "facts": facts_topic, PATTERN_ALERTS: pattern_alerts_topic}
 
 watch_table = app.Table("table-watch", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
 chart_table = app.Table("pattern-charts", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
@@ -126,11 +133,14 @@ _facts = msgspec.msgpack.Decoder(PatronBet | DealerRound)
 _encode = msgspec.msgpack.Encoder().encode
 
 
-def _alert_outputs(source: str, raised: list[Raised]) -> list[Output]:
+def _alert_outputs(source: str, alerts: list[AlertRaised], watched: Watched) -> list[Output]:
+    """The table's alerts, linked into its chain, as outputs."""
     outputs = []
-    for item in raised:
-        alert: AlertRaised = raise_alert(item.finding, item.context, item.time)
-        outputs.append(Output(source, ALERTS_TOPIC, alert.subject.encode(), codec.encode(alert)))
+    for alert in alerts:
+        linked = chained(alert, watched.chain)
+        assert linked.data.chain is not None
+        watched.chain = linked.data.chain
+        outputs.append(Output(source, ALERTS_TOPIC, alert.subject.encode(), codec.encode(linked)))
         metrics.ALERTS.labels(alert.data.rule, alert.data.severity).inc()
         metrics.ALERT_LATENCY.observe(max(time.time() - alert.time.timestamp(), 0.0))
     return outputs
@@ -163,16 +173,20 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         if watched.outbox.seen(topic, message.offset):
             await _publish(watched.outbox.of(topic, message.offset))
             continue
-        table_watch = TableWatch(watched.state)
-        raised, facts = table_watch.feed(decoded)
-        outputs = _alert_outputs(source, raised)
-        outputs += [Output(source, "facts", fact.key.encode(), _encode(fact)) for fact in facts]
+        if topic == PATTERN_ALERTS:
+            assert isinstance(decoded, AlertRaised)
+            outputs = _alert_outputs(source, [decoded], watched)
+        else:
+            table_watch = TableWatch(watched.state)
+            raised, facts = table_watch.feed(decoded)
+            outputs = _alert_outputs(source, [raise_alert(r.finding, r.context, r.time) for r in raised], watched)
+            outputs += [Output(source, "facts", fact.key.encode(), _encode(fact)) for fact in facts]
+            metrics.ROUNDS_CHECKED.inc(table_watch.rounds_checked)
+            metrics.table_event(decoded, watched.state)
+            metrics.EVENT_LATENCY.observe(max(time.time() - decoded.time.timestamp(), 0.0))
         watched.outbox.record(topic, message.offset, outputs)
         watch_table[key] = _encode(watched)
         await _publish(outputs)
-        metrics.ROUNDS_CHECKED.inc(table_watch.rounds_checked)
-        metrics.table_event(decoded, watched.state)
-        metrics.EVENT_LATENCY.observe(max(time.time() - decoded.time.timestamp(), 0.0))
         yield None
 
 
@@ -188,7 +202,10 @@ async def chart(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
             await _publish(charted.outbox.of("facts", message.offset))
             continue
         found = chart_finding(charted.chart, fact)
-        outputs = _alert_outputs(f"facts:{message.offset}", [found] if found else [])
+        outputs = []
+        if found:
+            alert = raise_alert(found.finding, found.context, found.time)
+            outputs.append(Output(f"facts:{message.offset}", PATTERN_ALERTS, alert.subject.encode(), codec.encode(alert)))
         charted.outbox.record("facts", message.offset, outputs)
         chart_table[key] = _encode(charted)
         await _publish(outputs)
