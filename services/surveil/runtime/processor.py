@@ -23,6 +23,10 @@ class Rejected(Exception):
 
 
 class Processor(Protocol):
+    """A processor may also define ``prefetch(events, state)``: the Kafka runner calls it with a
+    batch's events before it processes them, so that it can read the state they need in one
+    round trip (``State.prefetch``) instead of one per event."""
+
     name: ClassVar[str]  # the service name, also its consumer group and state namespace
     consumes: ClassVar[tuple[str, ...]]  # topics
 

@@ -170,7 +170,7 @@ class State:
 
     def prefetch(self, *keys: str) -> None:
         """Read ``keys`` in one round trip to the backend, for the ``get`` calls that follow."""
-        wanted = [key for key in keys if key not in self._cache and key not in self._fetched]
+        wanted = [key for key in dict.fromkeys(keys) if key not in self._cache and key not in self._fetched]
         if wanted:
             self._fetched.update(zip(wanted, self.backend.read_many(wanted)))
 
