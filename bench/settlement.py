@@ -85,14 +85,21 @@ def offline(events: list[m.Event]) -> tuple[float, int, MemoryBackend]:
     return time.perf_counter() - start, settled, backend
 
 
-def live(events: list[m.Event], bootstrap: str, redis_url: str) -> float:
-    """Seconds the service took to settle ``events`` (loaded beforehand) into Redis and Kafka."""
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) a running process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def live(events: list[m.Event], bootstrap: str, redis_url: str, instances: int) -> tuple[float, float]:
+    """Seconds ``instances`` settlement processes (one consumer group) took to settle ``events``
+    (loaded beforehand) into Redis and Kafka, and the CPU seconds they used meanwhile."""
     tag = f"bench-settlement-{uuid.uuid4().hex[:8]}"
     topic_prefix, redis_prefix = f"{tag}.", f"{tag}:"
     names = [topic_prefix + name for name in topics.ALL_TOPICS]
     topics.create_topics(bootstrap, names)
     client = redis.Redis.from_url(redis_url)
-    service = None
+    services: list[subprocess.Popen[bytes]] = []
     try:
         producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=20, batch_size=256 * 1024)
         for event in events:
@@ -103,21 +110,29 @@ def live(events: list[m.Event], bootstrap: str, redis_url: str) -> float:
         partitions = [TopicPartition(topic_prefix + topics.TABLE, p) for p in probe.partitions_for_topic(topic_prefix + topics.TABLE)]
         end = {tp: offset for tp, offset in probe.end_offsets(partitions).items() if offset}
 
-        env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "REDIS_URL": redis_url, "METRICS_PORT": "0",
-               "TOPIC_PREFIX": topic_prefix, "REDIS_PREFIX": redis_prefix, "INSTANCE_ID": "bench", "LOG_LEVEL": "WARNING"}
         log = tempfile.NamedTemporaryFile(prefix="bench-settlement-", suffix=".log", delete=False)
-        service = subprocess.Popen([str(ROOT / ".venv" / "bin" / "surveil"), "serve", "settlement"], env=env, stdout=log, stderr=subprocess.STDOUT)
+        for number in range(1, instances + 1):
+            env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "REDIS_URL": redis_url, "METRICS_PORT": "0",
+                   "TOPIC_PREFIX": topic_prefix, "REDIS_PREFIX": redis_prefix, "INSTANCE_ID": f"bench-{number}",
+                   "LOG_LEVEL": "WARNING"}
+            services.append(subprocess.Popen([str(ROOT / ".venv" / "bin" / "surveil"), "serve", "settlement"],
+                                             env=env, stdout=log, stderr=subprocess.STDOUT))
+
+        def check_alive() -> None:
+            if any(service.poll() is not None for service in services):
+                raise SystemExit(f"a settlement process exited; see {log.name}")
+
         backend = RedisBackend(client, redis_prefix)
-        while not backend.progress(NAMESPACE):
-            if service.poll() is not None:
-                raise SystemExit(f"settlement exited; see {log.name}")
+        # Every instance has its partitions when each has applied a batch (6 partitions, few instances).
+        while len(backend.progress(NAMESPACE)) < min(instances, len(end)):
+            check_alive()
             time.sleep(0.01)
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), sum(cpu_seconds(service.pid) for service in services)
         while any((probe.committed(tp) or 0) < offset for tp, offset in end.items()):
-            if service.poll() is not None:
-                raise SystemExit(f"settlement exited; see {log.name}")
+            check_alive()
             time.sleep(0.05)
         elapsed = time.perf_counter() - start
+        cpu = sum(cpu_seconds(service.pid) for service in services) - cpu_start
         probe.close()
 
         _, _, reference = offline(events)
@@ -125,10 +140,11 @@ def live(events: list[m.Event], bootstrap: str, redis_url: str) -> float:
         for shift in expected.shifts():
             differences = compare(expected.shift(shift), stored.shift(shift))
             assert not differences, differences[:5]
-        return elapsed
+        return elapsed, cpu
     finally:
-        if service is not None:
+        for service in services:
             service.terminate()
+        for service in services:
             service.wait(30)
         doomed = list(client.scan_iter(match=redis_prefix + "*", count=1000))
         for first in range(0, len(doomed), 500):
@@ -141,6 +157,7 @@ def main() -> None:
     parser.add_argument("--tables", type=int, default=20)
     parser.add_argument("--rounds", type=int, default=300, help="rounds per table")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--instances", type=int, default=1, help="settlement processes in the consumer group")
     parser.add_argument("--offline-only", action="store_true")
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
     parser.add_argument("--redis", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
@@ -152,9 +169,10 @@ def main() -> None:
           f"({bets / (args.tables * args.rounds):.1f} a round)")
     print(f"offline (InProcessBus, MemoryBackend): {bets / seconds:,.0f} bets settled/s ({seconds:.2f} s)")
     if not args.offline_only:
-        seconds = live(events, args.bootstrap, args.redis)
-        print(f"live (surveil serve settlement, Kafka + Redis): {bets / seconds:,.0f} bets settled/s ({seconds:.2f} s), "
-              f"{len(events) / seconds:,.0f} table events/s")
+        seconds, cpu = live(events, args.bootstrap, args.redis, args.instances)
+        print(f"live ({args.instances} x surveil serve settlement, Kafka + Redis): {bets / seconds:,.0f} bets settled/s "
+              f"({seconds:.2f} s), {len(events) / seconds:,.0f} table events/s; "
+              f"the service used {cpu:.2f} CPU s: {bets / cpu:,.0f} bets per CPU second")
 
 
 if __name__ == "__main__":

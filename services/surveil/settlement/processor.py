@@ -78,13 +78,23 @@ class SettlementProcessor:
             raise _reject("invalid", f"event {event.id}: subject {event.subject} is not its table {table_id}")
         return handler(self, event, state)
 
+    def prefetch(self, events: Sequence[m.Event], state: State) -> None:
+        """Read, in one round trip, what ``events`` will look up: each round's open state, and
+        for an opening also the round's ledger record and the table's carried bets."""
+        keys = []
+        for event in events:
+            if type(event) in _HANDLERS:
+                d = event.data
+                keys.append(self._round_key(state, d.table_id, d.round_id))  # type: ignore[attr-defined]
+                if isinstance(d, m.RoundOpenedData):
+                    keys += (state.key(ledger.round_key(d.table_id, d.round_id)), state.key("carried", d.table_id))
+        state.prefetch(*keys)
+
     # ---- opening a round and its bets -------------------------------------------------------
 
     def _opened(self, event: m.RoundOpened, state: State) -> list[m.Event]:
         d = event.data
         carried_key = state.key("carried", d.table_id)
-        # One round trip for the three reads below (a round opening is the first time it is read).
-        state.prefetch(self._round_key(state, d.table_id, d.round_id), state.key(ledger.round_key(d.table_id, d.round_id)), carried_key)
         if self._open_round(state, d.table_id, d.round_id) is not None or ledger.is_settled(state, d.table_id, d.round_id):
             raise _reject("duplicate", f"round {d.round_id} at {d.table_id} was already opened")
         try:

@@ -10,7 +10,11 @@ import pytest
 from settlement_desk import SHIFT, Desk
 from surveil.core.money import BetResult, Spot
 from surveil.core.play import Outcome
+from surveil.events import models as m
+from surveil.runtime.processor import Rejected
+from surveil.runtime.state import MemoryBackend, State
 from surveil.settlement import ledger
+from surveil.settlement.processor import SettlementProcessor
 from surveil.settlement.ledger import MACAU, PatronTotals, RoundRecord, TableTotals, shift_of
 
 
@@ -133,3 +137,39 @@ def test_nothing_in_the_ledger_reads_as_zero(desk: Desk) -> None:
     assert desk.ledger.patron_shifts("nobody") == {}
     assert desk.ledger.round("T99", "R1") is None
     assert desk.ledger.bet("T99", "R1", "B1") is None
+
+
+class CountingBackend(MemoryBackend):
+    def __init__(self) -> None:
+        super().__init__()
+        self.round_trips = 0
+
+    def read(self, key: str) -> bytes | None:
+        self.round_trips += 1
+        return super().read(key)
+
+    def read_many(self, keys: list[str]) -> list[bytes | None]:
+        self.round_trips += 1
+        return super().read_many(keys)
+
+
+def test_prefetch_reads_what_a_batch_needs_in_one_round_trip() -> None:
+    """The Kafka runner calls prefetch with each batch: the batch then makes no read of its own."""
+    desk, backend = Desk(), CountingBackend()
+    processor = SettlementProcessor()
+    first = [desk.open("R1"), desk.bet("R1", "B1", Spot.BANKER, 1_000), desk.complete("R1", Outcome.TIE)]
+    second = [desk.open("R2", carried=("B1",)), desk.bet("R2", "B2", Spot.PLAYER, 500), desk.complete("R2", Outcome.BANKER),
+              desk.open("R1")]  # a duplicate: refused from what was prefetched
+    published = []
+    for batch in (first, second):
+        state = State(backend, "settlement")
+        processor.prefetch(batch, state)
+        before = backend.round_trips
+        for event in batch:
+            try:
+                published += processor.process(event, state)
+            except Rejected:
+                pass
+        assert backend.round_trips == before
+        state.commit()
+    assert [e.data.net for e in published if isinstance(e, m.BetSettled)] == [0, 950, -500]  # type: ignore[attr-defined]
