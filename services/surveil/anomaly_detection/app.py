@@ -96,6 +96,7 @@ app = faust.App(
     settings.topic(SERVICE),
     datadir=os.environ.get("FAUST_DATADIR", os.path.join(tempfile.gettempdir(), "surveil-faust")),
     broker=f"kafka://{settings.kafka_bootstrap}",
+    broker_credentials=settings.faust_credentials(),  # this service's principal (docs/security.md)
     store="memory://",
     topic_partitions=settings.partitions,
     topic_allow_declare=True,

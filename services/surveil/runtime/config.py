@@ -1,10 +1,22 @@
-"""Configuration from environment variables, with defaults that work against `ops/stack.sh up`."""
+"""Configuration from environment variables, with defaults that work against `ops/stack.sh up`.
+
+How a Kafka client proves who it is lives here and nowhere else: the ``kafka_*`` security fields
+of ``Settings`` (``KAFKA_SECURITY_PROTOCOL``, ``KAFKA_SASL_MECHANISM``, ``KAFKA_USERNAME``,
+``KAFKA_PASSWORD``, ``KAFKA_SSL_CAFILE``), turned into kafka-python's keyword arguments by
+``Settings.kafka_client`` and into faust's (aiokafka's) credentials by
+``Settings.faust_credentials``. Every client of the code base is made through one of the two.
+Redis credentials travel in ``REDIS_URL`` (``redis://user:password@host:port/db``).
+docs/security.md says which principal may do what.
+"""
 
 from __future__ import annotations
 
 import os
 import socket
-from dataclasses import dataclass
+import ssl
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 # Each service's /metrics port when METRICS_PORT is not set (ops/prometheus scrapes these).
 DEFAULT_METRICS_PORTS = {
@@ -20,7 +32,7 @@ DEFAULT_METRICS_PORTS = {
 class Settings:
     service: str
     kafka_bootstrap: str
-    redis_url: str
+    redis_url: str = field(repr=False)  # it may carry a password: redis_url_redacted for logs
     metrics_port: int
     instance_id: str
     log_level: str
@@ -30,10 +42,54 @@ class Settings:
     # topic, the consumer group and the transactional id; REDIS_PREFIX before every Redis key.
     topic_prefix: str = ""
     redis_prefix: str = ""
+    # How Kafka clients authenticate (docs/security.md). Without KAFKA_SECURITY_PROTOCOL: SASL
+    # (over plaintext) when a user name is given, no authentication at all when none is.
+    kafka_security_protocol: str = "PLAINTEXT"  # PLAINTEXT, SASL_PLAINTEXT, SASL_SSL or SSL
+    kafka_sasl_mechanism: str = "SCRAM-SHA-256"
+    kafka_username: str = ""
+    kafka_password: str = field(default="", repr=False)
+    kafka_ssl_cafile: str = ""  # the CA that signed the broker's certificate; empty: the system's
 
     def topic(self, name: str) -> str:
         """The name ``name`` has on the broker in this deployment."""
         return self.topic_prefix + name
+
+    def kafka_client(self) -> dict[str, Any]:
+        """kafka-python's keyword arguments for reaching the broker as this deployment's
+        principal: ``KafkaProducer(**settings.kafka_client(), acks="all")``."""
+        protocol = self.kafka_security_protocol
+        config: dict[str, Any] = {"bootstrap_servers": self.kafka_bootstrap, "security_protocol": protocol}
+        if protocol.startswith("SASL_"):
+            if not self.kafka_username:
+                raise ValueError(f"KAFKA_SECURITY_PROTOCOL={protocol} needs KAFKA_USERNAME and KAFKA_PASSWORD")
+            config |= {
+                "sasl_mechanism": self.kafka_sasl_mechanism,
+                "sasl_plain_username": self.kafka_username,
+                "sasl_plain_password": self.kafka_password,
+            }
+        if protocol.endswith("SSL"):
+            config |= {"ssl_check_hostname": True, "ssl_cafile": self.kafka_ssl_cafile or None}
+        return config
+
+    def faust_credentials(self) -> Any:
+        """The same for faust (aiokafka): ``faust.App(..., broker_credentials=...)``; None when
+        the broker asks for no authentication."""
+        import faust
+
+        protocol = self.kafka_security_protocol
+        context = ssl.create_default_context(cafile=self.kafka_ssl_cafile or None) if protocol.endswith("SSL") else None
+        if protocol.startswith("SASL_"):
+            if not self.kafka_username:
+                raise ValueError(f"KAFKA_SECURITY_PROTOCOL={protocol} needs KAFKA_USERNAME and KAFKA_PASSWORD")
+            return faust.SASLCredentials(
+                username=self.kafka_username, password=self.kafka_password, mechanism=self.kafka_sasl_mechanism, ssl_context=context
+            )
+        return None if context is None else faust.SSLCredentials(context)
+
+    @property
+    def redis_url_redacted(self) -> str:
+        """``redis_url`` fit for a log line: the password replaced by ``***``."""
+        return redacted(self.redis_url)
 
     @classmethod
     def from_env(cls, service: str) -> Settings:
@@ -48,4 +104,28 @@ class Settings:
             partitions=int(env.get("PARTITIONS", "6")),
             topic_prefix=env.get("TOPIC_PREFIX", ""),
             redis_prefix=env.get("REDIS_PREFIX", ""),
+            kafka_security_protocol=env.get("KAFKA_SECURITY_PROTOCOL") or ("SASL_PLAINTEXT" if env.get("KAFKA_USERNAME") else "PLAINTEXT"),
+            kafka_sasl_mechanism=env.get("KAFKA_SASL_MECHANISM") or "SCRAM-SHA-256",
+            kafka_username=env.get("KAFKA_USERNAME", ""),
+            kafka_password=env.get("KAFKA_PASSWORD", ""),
+            kafka_ssl_cafile=env.get("KAFKA_SSL_CAFILE", ""),
         )
+
+
+def kafka_client_config(bootstrap: str | None = None) -> dict[str, Any]:
+    """kafka-python's keyword arguments for a tool (topics admin, tests, benchmarks): the
+    credentials from the environment, as a service reads them; ``bootstrap`` instead of
+    ``KAFKA_BOOTSTRAP`` when given."""
+    config = Settings.from_env("tool").kafka_client()
+    if bootstrap:
+        config["bootstrap_servers"] = bootstrap
+    return config
+
+
+def redacted(url: str) -> str:
+    """A URL with its password (``scheme://user:password@host``) replaced by ``***``."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}:***@" if parts.username else ":***@"
+    return urlunsplit(parts._replace(netloc=user + parts.netloc.rpartition("@")[2]))

@@ -46,7 +46,7 @@ _outbox_decoder = msgspec.msgpack.Decoder(list[tuple[str, bytes, bytes]])
 def producer_config(settings: Settings) -> dict[str, Any]:
     """Durable publishing: every in-sync replica acknowledges, retries never duplicate."""
     return {
-        "bootstrap_servers": settings.kafka_bootstrap,
+        **settings.kafka_client(),  # the broker and this principal's credentials
         "acks": "all",
         "enable_idempotence": True,
         "linger_ms": 5,
@@ -108,7 +108,7 @@ class KafkaRunner:
         self.unrecovered: set[TopicPartition] = set()  # assigned, paused until ``recover`` ran
         member = f"{self.topic_prefix}{processor.name}-{settings.instance_id}"
         self.consumer = KafkaConsumer(
-            bootstrap_servers=settings.kafka_bootstrap,
+            **settings.kafka_client(),
             group_id=self.topic_prefix + processor.name,
             # Static membership: a restarted instance takes its own place back at once, instead
             # of waiting out the session of the process that died (45 s by default).

@@ -36,7 +36,7 @@ from prometheus_client import Counter, Gauge
 
 from ..events.models import SETTLEMENT_TOPIC, SHOE_TOPIC, TABLE_TOPIC
 from . import logs, metrics
-from .config import Settings
+from .config import Settings, kafka_client_config
 from .topics import INPUTS
 
 SERVICE = "lag-exporter"
@@ -81,14 +81,18 @@ def partition_lag(committed: int | None, earliest: int, latest: int) -> int:
 class LagReader:
     """Reads the lag of every group in ``groups`` (names without the prefix) from one broker."""
 
-    def __init__(self, bootstrap: str, prefix: str = "", groups: Mapping[str, Iterable[str]] = GROUPS) -> None:
+    def __init__(self, bootstrap: str, prefix: str = "", groups: Mapping[str, Iterable[str]] = GROUPS,
+                 client: Mapping[str, Any] | None = None) -> None:
+        """``client``: kafka-python's security arguments (``Settings.kafka_client``); by default
+        the credentials in the environment (``config.kafka_client_config``)."""
         from kafka import KafkaAdminClient, KafkaConsumer
 
         self.prefix = prefix
         self.groups = {group: tuple(topics) for group, topics in groups.items()}
-        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id=f"{prefix}{SERVICE}")
+        config = {**(kafka_client_config() if client is None else client), "bootstrap_servers": bootstrap}
+        self.admin = KafkaAdminClient(**config, client_id=f"{prefix}{SERVICE}")
         self.consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap, group_id=None, enable_auto_commit=False,
+            **config, group_id=None, enable_auto_commit=False,
             isolation_level="read_committed", client_id=f"{prefix}{SERVICE}",
         )
 
@@ -156,7 +160,7 @@ def main() -> None:
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: stop.set())
-    reader = LagReader(settings.kafka_bootstrap, settings.topic_prefix)
+    reader = LagReader(settings.kafka_bootstrap, settings.topic_prefix, client=settings.kafka_client())
     log.info("started", port=port, interval=interval, groups=sorted(GROUPS), bootstrap=settings.kafka_bootstrap)
     try:
         run(reader, interval, stop, log)

@@ -13,6 +13,7 @@ import os
 import sys
 import time
 from collections.abc import Iterable
+from typing import Any
 
 SHOE = "baccarat.shoe"
 TABLE = "baccarat.table"
@@ -40,13 +41,12 @@ def create_topics(
 ) -> list[str]:
     """Create the topics that do not exist yet (existing ones are left alone) and wait until
     every partition of every requested topic has a leader. Returns the names it created."""
-    from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
     from kafka.errors import TopicAlreadyExistsError
 
     wanted = list(topics)
     count = partitions_from_env() if partitions is None else partitions
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="surveil-topics")
+    admin = _admin(bootstrap)
     try:
         missing = [t for t in wanted if t not in set(admin.list_topics())]
         created = []
@@ -64,9 +64,7 @@ def create_topics(
 
 def delete_topics(bootstrap: str, topics: Iterable[str]) -> None:
     """Delete the topics that exist; unknown ones are ignored."""
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="surveil-topics")
+    admin = _admin(bootstrap)
     try:
         present = set(admin.list_topics())
         doomed = [t for t in topics if t in present]
@@ -78,14 +76,22 @@ def delete_topics(bootstrap: str, topics: Iterable[str]) -> None:
 
 def partition_counts(bootstrap: str, topics: Iterable[str]) -> dict[str, int]:
     """How many partitions each existing topic has (missing topics are left out)."""
-    from kafka import KafkaAdminClient
-
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="surveil-topics")
+    admin = _admin(bootstrap)
     try:
         return {d["name"]: len(d["partitions"]) for d in admin.describe_topics(list(topics))
                 if d["error_code"] == 0}
     finally:
         admin.close()
+
+
+def _admin(bootstrap: str) -> Any:
+    """An admin client on ``bootstrap`` with the credentials in the environment (KAFKA_USERNAME,
+    ...: creating and deleting topics takes the admin principal, docs/security.md)."""
+    from kafka import KafkaAdminClient
+
+    from .config import kafka_client_config
+
+    return KafkaAdminClient(**kafka_client_config(bootstrap), client_id="surveil-topics")
 
 
 def _wait_for_leaders(admin: object, topics: list[str], timeout_s: float) -> None:

@@ -14,6 +14,7 @@ import redis
 from rich.console import Console
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
+from ..runtime.config import redacted
 from ..runtime.state import RedisBackend
 from . import ledger as ledger_
 from . import reconcile as reconcile_
@@ -35,7 +36,7 @@ def open_ledger(redis_url: str, redis_prefix: str) -> Ledger:
     try:
         client.ping()
     except redis.RedisError as error:
-        raise click.ClickException(f"the ledger's Redis at {redis_url} does not answer: {error}") from None
+        raise click.ClickException(f"the ledger's Redis at {redacted(redis_url)} does not answer: {error}") from None
     return Ledger(RedisBackend(client, redis_prefix))
 
 

@@ -62,9 +62,7 @@ class _Id(msgspec.Struct):
 def published_sequences(settings: Settings, lookback_ms: int = LOOKBACK_MS) -> dict[str, int]:
     """The last sequence number published per table, from the tail of ``baccarat.shoe``."""
     topic = settings.topic_prefix + SHOE_TOPIC
-    consumer = KafkaConsumer(
-        bootstrap_servers=settings.kafka_bootstrap, group_id=None, enable_auto_commit=False, isolation_level="read_committed"
-    )
+    consumer = KafkaConsumer(**settings.kafka_client(), group_id=None, enable_auto_commit=False, isolation_level="read_committed")
     try:
         partitions = consumer.partitions_for_topic(topic) or set()
         tps = [TopicPartition(topic, p) for p in sorted(partitions)]
