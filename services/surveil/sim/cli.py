@@ -57,7 +57,8 @@ def simulate_command(
         raise click.UsageError(str(error)) from None
     if live:
         run = _live(floor, kafka, shoe_reader, pace, out, err)
-        err.print(f"sent {run.lines} shoe lines and {run.inputs} inputs; {run.labels} labels; {run.reconnects} reconnects to the shoe-reader")
+        err.print(f"sent {run.lines} shoe lines and {run.inputs} inputs; {run.labels} labels; {run.reconnects} reconnects "
+                  f"to the shoe-reader; at worst {run.most_behind:.1f} s behind the pace")
     else:
         if out is None:
             raise click.UsageError("--out is required (offline, the event log is the output)")

@@ -113,6 +113,7 @@ class LiveRun:
     inputs: int = 0
     labels: int = 0
     reconnects: int = 0
+    most_behind: float = 0.0  # seconds the simulator fell behind its pace at worst
 
 
 async def play_live(
@@ -122,20 +123,23 @@ async def play_live(
     pace: float,
     on_label: Callable[[Label], None] | None = None,
     on_progress: Callable[[LiveRun], None] | None = None,
+    run: LiveRun | None = None,
 ) -> LiveRun:
     """Play ``floor``: ``pace`` wall-clock seconds per simulated round (``ROUND_SECONDS`` of
-    table time), or as fast as the reader and broker take it when ``pace`` is 0."""
-    run = LiveRun()
+    table time), or as fast as the reader and broker take it when ``pace`` is 0. ``run`` counts
+    what was sent, also for a caller that stops the play before the floor is over."""
+    run = run or LiveRun()
     loop = asyncio.get_running_loop()
     scale = pace / ROUND_SECONDS
     began = loop.time()
     for number, action in enumerate(floor.actions()):
-        if scale:
-            delay = began + (action.time - START).total_seconds() * scale - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-        elif number % 256 == 0:
-            await asyncio.sleep(0)  # let acknowledgements in
+        delay = began + (action.time - START).total_seconds() * scale - loop.time() if scale else 0.0
+        if delay > 0:
+            await asyncio.sleep(delay)
+        else:
+            run.most_behind = max(run.most_behind, -delay)
+            if number % 256 == 0:
+                await asyncio.sleep(0)  # let acknowledgements (and cancellation) in
         if isinstance(action, ShoeLine):
             await gateway.send(action.table_id, action.seq, action.line)
             run.lines += 1

@@ -109,6 +109,18 @@ class TableController:
     name: ClassVar[str] = "table-controller"
     consumes: ClassVar[tuple[str, ...]] = (m.SHOE_TOPIC, m.INPUTS_TOPIC)
 
+    def prefetch(self, events: Sequence[m.Event], state: State) -> None:
+        """Read, in one round trip, the state a batch of events needs: each table's, and the
+        reads of each shoe its shoe events go to."""
+        keys = []
+        for event in events:
+            if type(event) in _HANDLERS:
+                d = event.data
+                keys.append(state.key("table", d.table_id))  # type: ignore[attr-defined]
+                if event.topic == m.SHOE_TOPIC:
+                    keys.append(_shoe_key(state, d.table_id, d.shoe_id))  # type: ignore[attr-defined]
+        state.prefetch(*keys)
+
     def process(self, event: m.Event, state: State) -> Sequence[m.Event]:
         handler = _HANDLERS.get(type(event))
         if handler is None:

@@ -347,6 +347,34 @@ def test_the_state_survives_a_fresh_controller_on_the_same_backend(table: Table)
     assert restarted.rejects(again) == f"bet.place: bet B1 is already on round {ROUND_ID}"
 
 
+def test_a_batch_reads_the_state_it_needs_in_one_round_trip() -> None:
+    """The Kafka runner calls ``prefetch`` with a batch; the tables' states and the shoes' reads
+    then come from one ``read_many`` instead of one read per event."""
+    events = interleave(*table_streams(tables=3, shoes=1, seed=1), random.Random(1), 0.5)
+    warm = Table()
+    for event in events[:400]:
+        warm.feed(event)
+
+    class Counting(type(warm.backend)):  # type: ignore[misc]
+        reads: list[str] = []
+
+        def read(self, key: str) -> bytes | None:
+            Counting.reads.append(key)
+            return super().read(key)
+
+    backend = Counting()
+    backend.data, backend.hashes = warm.backend.data, warm.backend.hashes
+    state = type(warm.state)(backend, warm.state.namespace)
+    batch = events[400:800]
+    assert {type(event) for event in batch} >= {m.CardRead, m.CardPlace, m.BetPlace, m.RoundOpen, m.Result}
+    warm.controller.prefetch(batch, state)
+    for event in batch:
+        warm.controller.process(event, state)
+    # Only a result whose shoe had no read in the batch looks that shoe up on its own.
+    assert not [key for key in Counting.reads if ":table:" in key]
+    assert len(Counting.reads) <= sum(isinstance(event, m.Result) for event in batch)
+
+
 # ---- the topics' interleaving does not matter ---------------------------------------------------
 
 
