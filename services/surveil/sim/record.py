@@ -14,10 +14,8 @@ from __future__ import annotations
 import gzip
 from collections import Counter
 from collections.abc import Callable
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
 
 import msgspec
 
@@ -115,7 +113,7 @@ def record(
     bus.attach(SettlementProcessor())
 
     def written(event: m.Event) -> None:
-        recording.events[event.__struct_config__.tag] += 1  # type: ignore[attr-defined]
+        recording.events[str(event.__struct_config__.tag)] += 1
         write_event(event)
         if on_event is not None:
             on_event(event)
@@ -141,12 +139,13 @@ def record(
 
 def record_to_files(floor: Floor, log: Path, on_event: Callable[[m.Event], None] | None = None) -> Recording:
     """``record`` into the log file (gzipped for ``.gz``) and its labels side file."""
-    with ExitStack() as files:
-        out: IO[bytes] = files.enter_context(gzip.open(log, "wb") if log.suffix == ".gz" else open(log, "wb"))
-        labels = files.enter_context(open(labels_path(log), "wb"))
-        return record(
-            floor,
-            lambda event: out.write(codec.encode(event) + b"\n"),
-            lambda label: labels.write(msgspec.json.encode(label) + b"\n"),
-            on_event,
-        )
+    out = gzip.open(log, "wb") if log.suffix == ".gz" else open(log, "wb")
+    with out, open(labels_path(log), "wb") as labels:
+
+        def write_event(event: m.Event) -> None:
+            out.write(codec.encode(event) + b"\n")
+
+        def write_label(label: Label) -> None:
+            labels.write(msgspec.json.encode(label) + b"\n")
+
+        return record(floor, write_event, write_label, on_event)

@@ -115,10 +115,10 @@ class TableController:
         keys = []
         for event in events:
             if type(event) in _HANDLERS:
-                d = event.data
-                keys.append(state.key("table", d.table_id))  # type: ignore[attr-defined]
+                d = event.data  # type: ignore[attr-defined]
+                keys.append(state.key("table", d.table_id))
                 if event.topic == m.SHOE_TOPIC:
-                    keys.append(_shoe_key(state, d.table_id, d.shoe_id))  # type: ignore[attr-defined]
+                    keys.append(_shoe_key(state, d.table_id, d.shoe_id))
         state.prefetch(*keys)
 
     def process(self, event: m.Event, state: State) -> Sequence[m.Event]:
