@@ -14,6 +14,12 @@ A crash before 2 loses nothing: the batch is read again. A crash between 2 and 3
 batch ahead of Kafka; when the partition is next assigned, the runner sees it, publishes the
 outbox in a transaction with the offsets, and resumes after it. Either way every input changes the
 state once and every output is published once. Consumers read with ``read_committed``.
+
+Zombies: a member that stalled while its partitions went to another (or lost Kafka but not Redis)
+must not apply its batch too. Its Redis commit names the progress it expects to find there; the
+other member moved it, so the commit writes nothing and raises ``StaleProgress``, and the runner
+stops. (Its Kafka transaction is fenced by the group generation; a restart of the same instance
+by the transactional id.)
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ from ..events.models import DEADLETTER_TOPIC, Event
 from . import deadletter, metrics
 from .config import Settings
 from .processor import Processor, Rejected
-from .state import Backend, State
+from .state import Backend, StaleProgress, State
 
 Output = tuple[str, bytes, bytes]  # topic, key, value
 _outbox_encoder = msgspec.msgpack.Encoder()
@@ -106,6 +112,7 @@ class KafkaRunner:
         self.stop = threading.Event()
         self.topic_prefix = settings.topic_prefix
         self.unrecovered: set[TopicPartition] = set()  # assigned, paused until ``recover`` ran
+        self.applied: dict[str, int | None] = {}  # per partition source: the progress Redis holds
         member = f"{self.topic_prefix}{processor.name}-{settings.instance_id}"
         self.consumer = KafkaConsumer(
             **settings.kafka_client(),
@@ -168,10 +175,19 @@ class KafkaRunner:
                 outputs.extend(self._handle(tp, record, event))
                 offsets[tp] = record.offset
             metrics.EVENTS_CONSUMED.labels(self.processor.name, tp.topic).inc(len(records))
-        self.state.commit(
-            progress={_source(tp): offset for tp, offset in offsets.items()},
-            outbox={source: _outbox_encoder.encode(outputs) for source, outputs in outbox.items()},
-        )
+        progress = {_source(tp): offset for tp, offset in offsets.items()}
+        try:
+            self.state.commit(
+                progress=progress,
+                outbox={source: _outbox_encoder.encode(outputs) for source, outputs in outbox.items()},
+                expected={source: self.applied.get(source) for source in progress},
+            )
+        except StaleProgress:
+            # Another member applied these partitions while this one stalled (a zombie): stop
+            # here; a restart rejoins the group and recovers from what Redis holds.
+            self.log.error("partitions taken over by another instance; stopping", partitions=sorted(progress))
+            raise
+        self.applied.update(progress)
         self._publish([o for outputs in outbox.values() for o in outputs], offsets)
         metrics.BATCH_SECONDS.labels(self.processor.name).observe(time.perf_counter() - started)
 
@@ -238,7 +254,7 @@ class KafkaRunner:
         self.state.discard()
         progress = self.backend.progress(self.processor.name)
         for tp in sorted(self.unrecovered):
-            applied = progress.get(_source(tp))
+            applied = self.applied[_source(tp)] = progress.get(_source(tp))
             if applied is not None:
                 committed = self.consumer.committed(tp)
                 if committed is None or committed <= applied:
@@ -263,6 +279,8 @@ class _Recovery(ConsumerRebalanceListener):
     def on_partitions_revoked(self, revoked: Any) -> None:
         self.runner.state.discard()
         self.runner.unrecovered.difference_update(revoked)
+        for tp in revoked:
+            self.runner.applied.pop(_source(tp), None)
 
     def on_partitions_assigned(self, assigned: Any) -> None:
         self.runner.consumer.pause(*assigned)

@@ -3,7 +3,10 @@
 A ``State`` caches decoded objects and collects a batch's changes; ``commit`` hands them to a
 backend together with the input offsets the batch consumed and the events it produced (the
 outbox), in one atomic step. That is what lets the Kafka runner recover exactly: whatever a crash
-interrupts, the state, the offsets and the outputs were either all applied or none were.
+interrupts, the state, the offsets and the outputs were either all applied or none were. A commit
+may also name the progress it expects to find (``expected``): when another process has moved it
+meanwhile (it took the partitions over while this one stalled), the commit writes nothing and
+raises ``StaleProgress``, so a batch is never applied twice.
 
 Backends: ``MemoryBackend`` (embedded mode, tests) and ``RedisBackend`` (MULTI/EXEC), one
 interface, one contract test suite.
@@ -17,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import msgspec
+from redis.exceptions import WatchError
 
 T = TypeVar("T")
 
@@ -29,9 +33,21 @@ class Changes:
     counters: dict[str, dict[str, int]] = field(default_factory=lambda: defaultdict(lambda: defaultdict(int)))
     progress: dict[str, int] = field(default_factory=dict)  # "topic:partition" -> last offset applied
     outbox: dict[str, bytes] = field(default_factory=dict)  # "topic:partition" -> events produced
+    expected: dict[str, int | None] = field(default_factory=dict)  # progress that must be there before
 
     def __bool__(self) -> bool:
         return bool(self.values or self.counters or self.progress or self.outbox)
+
+
+class StaleProgress(Exception):
+    """The stored progress is not what the commit expected: another process applied these
+    partitions meanwhile. Nothing was written."""
+
+
+def _check_progress(stored: Mapping[str, int | None], expected: Mapping[str, int | None]) -> None:
+    moved = {source: (stored.get(source), offset) for source, offset in expected.items() if stored.get(source) != offset}
+    if moved:
+        raise StaleProgress(f"progress moved under this batch (stored, expected): {moved}")
 
 
 class Backend(Protocol):
@@ -60,6 +76,7 @@ class MemoryBackend:
         return dict(self.hashes.get(key, {}))
 
     def apply(self, namespace: str, changes: Changes) -> None:
+        _check_progress(self.progress(namespace), changes.expected)
         for key, value in changes.values.items():
             if value is None:
                 self.data.pop(key, None)
@@ -124,22 +141,32 @@ class RedisBackend:
         writes = {prefix + key: value for key, value in changes.values.items() if value is not None}
         writes.update((f"{prefix}{namespace}:outbox:{source}", events) for source, events in changes.outbox.items())
         deletions = [prefix + key for key, value in changes.values.items() if value is None]
-        pipe = self.client.pipeline(transaction=True)
-        if writes:
-            pipe.mset(writes)
-        if deletions:
-            pipe.delete(*deletions)
-        if changes.counters:
-            keys, arguments = [], []
-            for key, increments in changes.counters.items():
-                keys.append(prefix + key)
-                arguments.append(len(increments))
-                for name, amount in increments.items():
-                    arguments += (name, amount)
-            self._increment_all(keys, arguments, client=pipe)
-        if changes.progress:
-            pipe.hset(f"{prefix}{namespace}:progress", mapping=changes.progress)
-        pipe.execute()
+        progress_key = f"{prefix}{namespace}:progress"
+        with self.client.pipeline(transaction=True) as pipe:
+            if changes.expected:
+                pipe.watch(progress_key)  # EXEC fails if anyone moves the progress after this read
+                sources = list(changes.expected)
+                stored = pipe.hmget(progress_key, sources)
+                _check_progress({s: None if v is None else int(v) for s, v in zip(sources, stored)}, changes.expected)
+                pipe.multi()
+            if writes:
+                pipe.mset(writes)
+            if deletions:
+                pipe.delete(*deletions)
+            if changes.counters:
+                keys, arguments = [], []
+                for key, increments in changes.counters.items():
+                    keys.append(prefix + key)
+                    arguments.append(len(increments))
+                    for name, amount in increments.items():
+                        arguments += (name, amount)
+                self._increment_all(keys, arguments, client=pipe)
+            if changes.progress:
+                pipe.hset(progress_key, mapping=changes.progress)
+            try:
+                pipe.execute()
+            except WatchError:
+                raise StaleProgress("progress moved under this batch while it was being committed") from None
 
     def progress(self, namespace: str) -> dict[str, int]:
         return self.counters(f"{namespace}:progress")
@@ -193,17 +220,26 @@ class State:
     def incr(self, key: str, counter: str, amount: int) -> None:
         self._changes.counters[key][counter] += amount
 
-    def commit(self, progress: Mapping[str, int] | None = None, outbox: Mapping[str, bytes] | None = None) -> None:
-        """Write the batch's changes, with the offsets and outputs that go with them, atomically."""
+    def commit(
+        self,
+        progress: Mapping[str, int] | None = None,
+        outbox: Mapping[str, bytes] | None = None,
+        expected: Mapping[str, int | None] | None = None,
+    ) -> None:
+        """Write the batch's changes, with the offsets and outputs that go with them, atomically;
+        only if the stored progress is ``expected`` (else ``StaleProgress``, nothing written)."""
         changes = self._changes
         for key in self._dirty:
             value = self._cache[key]
             changes.values[key] = None if value is None else self._encoder.encode(value)
         changes.progress.update(progress or {})
         changes.outbox.update(outbox or {})
-        if changes:
-            self.backend.apply(self.namespace, changes)
-        self.discard()
+        changes.expected.update(expected or {})
+        try:
+            if changes:
+                self.backend.apply(self.namespace, changes)
+        finally:
+            self.discard()
 
     def discard(self) -> None:
         """Forget the pending batch and the cache (after a commit, a failed one, or a rebalance)."""
