@@ -1,7 +1,8 @@
 """The Kafka runner's exactly-once recovery, crash by crash: the settlement runner stops dead at
 the two moments that matter (after the batch is in Redis, before its Kafka transaction; and
 inside the transaction, before its commit), and a new runner with the same instance id publishes
-the batch exactly once from the Redis outbox and carries on."""
+the batch exactly once from the Redis outbox and carries on. And a zombie, whose partitions
+another member moved on, writes nothing."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import threading
 from collections.abc import Callable
 
 import pytest
+import redis
 
 from settlement_deployment import (
     Deployment,
@@ -21,6 +23,7 @@ from settlement_deployment import (
 )
 from surveil.runtime.config import Settings
 from surveil.runtime.kafka import KafkaRunner
+from surveil.runtime.state import StaleProgress
 from surveil.settlement.processor import SettlementProcessor
 
 
@@ -74,3 +77,33 @@ def test_a_batch_cut_short_by_a_crash_is_published_once_by_the_next_runner(deplo
         thread.join(60)
     assert deployment.dump() == dump_memory(offline(events).ledger.backend)  # type: ignore[arg-type]
     assert_published_once_each(deployment, settlement_events(events))
+
+
+def test_a_runner_whose_partitions_another_instance_moved_on_stops_without_writing(deployment: Deployment) -> None:
+    """A zombie: while it stalled, another member applied its partitions (here: moved their
+    progress in Redis). Its next commit finds the progress moved, writes nothing, and it stops."""
+    inputs = table_events(simulated_floor(tables=2, shoes=1, seed=16))
+    half = len(inputs) // 2
+    deployment.publish(inputs[:half])
+    zombie = runner(deployment)
+    failures: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            zombie.run()
+        except BaseException as error:  # noqa: BLE001 - handed to the test's thread
+            failures.append(error)
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    deployment.wait_until_settled()
+    moved_on = {source: offset + 1_000 for source, offset in deployment.applied_offsets().items()}
+    redis.Redis.from_url(deployment.redis_url).hset(f"{deployment.redis_prefix}settlement:progress", mapping=moved_on)
+    before = deployment.dump()
+
+    deployment.publish(inputs[half:])
+    thread.join(60)
+    assert not thread.is_alive(), "the zombie went on"
+    assert [type(error) for error in failures] == [StaleProgress]
+    assert deployment.dump() == before
+    assert deployment.applied_offsets() == moved_on

@@ -11,7 +11,7 @@ import msgspec
 import pytest
 import redis
 
-from surveil.runtime.state import Backend, MemoryBackend, RedisBackend, State
+from surveil.runtime.state import Backend, MemoryBackend, RedisBackend, StaleProgress, State
 
 
 class Item(msgspec.Struct):
@@ -29,7 +29,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[Backend]:
     try:
         yield RedisBackend(client, prefix)
     finally:
-        doomed = list(client.scan_iter(match=prefix + "*"))
+        doomed = list(client.scan_iter(match=prefix + "*", count=1000))
         if doomed:
             client.unlink(*doomed)
         client.close()
@@ -135,3 +135,19 @@ def test_prefetched_values_are_read_in_one_go_and_got_as_usual(backend: Backend)
     assert (state.get("svc:a", Item), state.get("svc:b", Item), state.get("svc:missing", Item)) == (Item("a", 1), Item("b", 2), None)
     state.commit()
     assert state.get("svc:a", Item) == Item("a", 9)  # a new batch reads afresh
+
+
+def test_a_commit_expecting_progress_that_moved_writes_nothing(backend: Backend) -> None:
+    """What fences a zombie: it expects the progress it last saw; another member moved it."""
+    first = State(backend, "svc")
+    first.put("svc:a", Item("a", 1))
+    first.commit(progress={"t:0": 10}, expected={"t:0": None})
+    zombie = State(backend, "svc")
+    zombie.put("svc:a", Item("a", 99))
+    zombie.incr("svc:c", "n", 1)
+    with pytest.raises(StaleProgress):
+        zombie.commit(progress={"t:0": 20}, outbox={"t:0": b"zombie"}, expected={"t:0": None})
+    assert backend.progress("svc") == {"t:0": 10}
+    assert (State(backend, "svc").get("svc:a", Item), backend.counters("svc:c"), backend.outbox("svc", "t:0")) == (Item("a", 1), {}, None)
+    zombie.commit(progress={"t:0": 20}, expected={"t:0": 10, "t:1": None})  # what is there: it goes through
+    assert backend.progress("svc") == {"t:0": 20}
