@@ -5,7 +5,9 @@ speed.
 Each measurement gets its own deployment: fresh topics under a TOPIC_PREFIX, its own REDIS_PREFIX,
 and `surveil serve shoe-reader` and `surveil serve table-controller` as subprocesses; all is
 deleted afterwards. The simulated floor is played to it as `surveil simulate --live` plays it: the
-shoes' lines over one TCP connection to the shoe-reader, the inputs to `baccarat.inputs`.
+shoes' lines over one TCP connection to the shoe-reader, the inputs to `baccarat.inputs`; its
+actions are generated before the clock starts, so the measurement has the sending in it, not the
+simulation.
 
 - Real pace: N tables, one round per ~50 s each (their starts spread over the first 50 s), played
   for --seconds. A round's latency is from when its result was due at the table (its simulated
@@ -151,7 +153,20 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
 
 
+def prepared(tables: int, seed: int, seconds: float | None = None) -> SimpleNamespace:
+    """The floor's actions (up to ``seconds`` of table time), generated before the clock starts,
+    so that the simulator's own work is not in the measurement."""
+    actions = []
+    for action in Floor(tables, shoes=1, seed=seed).actions():
+        if seconds is not None and (action.time - START).total_seconds() > seconds:
+            break
+        actions.append(action)
+    return SimpleNamespace(actions=lambda: iter(actions), count=len(actions),
+                           rounds=sum(isinstance(a, TableInput) and isinstance(a.event, m.Result) for a in actions))
+
+
 def real_pace(bootstrap: str, redis_url: str, tables: int, seconds: float) -> dict[str, Any]:
+    floor = prepared(tables, 1, seconds)
     with Deployment(bootstrap, redis_url) as deployment:
         completions = Completions(deployment)
         completions.start()
@@ -163,7 +178,7 @@ def real_pace(bootstrap: str, redis_url: str, tables: int, seconds: float) -> di
             clock["began"] = time.monotonic()
             run = LiveRun()
             try:
-                await asyncio.wait_for(play_live(Floor(tables, shoes=1, seed=1), publisher, gateway, ROUND_SECONDS, run=run), seconds)
+                await asyncio.wait_for(play_live(floor, publisher, gateway, ROUND_SECONDS, run=run), seconds + 60)  # type: ignore[arg-type]
             except TimeoutError:
                 pass
             finally:
@@ -201,9 +216,8 @@ def real_pace(bootstrap: str, redis_url: str, tables: int, seconds: float) -> di
 
 
 def full_speed(bootstrap: str, redis_url: str, tables: int) -> dict[str, Any]:
-    actions = list(Floor(tables, shoes=1, seed=2).actions())
-    rounds = sum(isinstance(a, TableInput) and isinstance(a.event, m.Result) for a in actions)
-    prepared = SimpleNamespace(actions=lambda: iter(actions))
+    floor = prepared(tables, 2)
+    rounds = floor.rounds
     with Deployment(bootstrap, redis_url) as deployment:
         completions = Completions(deployment)
         completions.start()
@@ -212,7 +226,7 @@ def full_speed(bootstrap: str, redis_url: str, tables: int) -> dict[str, Any]:
         async def play() -> None:
             gateway = ShoeGateway("127.0.0.1", deployment.reader_port)
             try:
-                await play_live(prepared, publisher, gateway, pace=0)  # type: ignore[arg-type]
+                await play_live(floor, publisher, gateway, pace=0)  # type: ignore[arg-type]
             finally:
                 await gateway.close()
 
@@ -233,7 +247,7 @@ def full_speed(bootstrap: str, redis_url: str, tables: int) -> dict[str, Any]:
             "tables": tables,
             "rounds": rounds,
             "completed": len(completions.arrivals),
-            "events_sent": len(actions),
+            "events_sent": floor.count,
             "send_seconds": sent - started,
             "seconds": last - started,
             "rounds_per_s": len(completions.arrivals) / (last - started),

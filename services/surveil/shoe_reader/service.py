@@ -165,20 +165,46 @@ class LineHandler:
 
 
 class AckWindow:
-    """One connection's lines awaiting the broker, per table, so acknowledgements go out in
-    sequence order even when a dead letter (another topic) is acknowledged before an event."""
+    """One connection's lines awaiting the broker, per table, so that acknowledgements go out in
+    sequence order even when a dead letter (another topic) is acknowledged before an event.
+    Completions come from the producer's thread; they reach the loop in batches, one wake-up and
+    one write for all that completed meanwhile."""
 
-    def __init__(self, send: Callable[[bytes], None]) -> None:
+    def __init__(self, send: Callable[[bytes], None], loop: asyncio.AbstractEventLoop) -> None:
         self.send = send
+        self.loop = loop
         self.pending: dict[str, deque[list[Any]]] = {}  # table -> [seq, done] in arrival order
+        self.completed: list[tuple[str, int]] = []
+        self.lock = threading.Lock()
 
     def expect(self, table_id: str, seq: int) -> None:
         self.pending.setdefault(table_id, deque()).append([seq, False])
 
-    def done(self, table_id: str, seq: int) -> None:
+    def complete(self, table_id: str, seq: int) -> None:
+        """The line (table, seq) is on the broker; callable from any thread."""
+        with self.lock:
+            self.completed.append((table_id, seq))
+            if len(self.completed) > 1:
+                return  # a flush is on its way already
+        self.loop.call_soon_threadsafe(self._flush)
+
+    def _flush(self) -> None:
+        with self.lock:
+            completed, self.completed = self.completed, []
+        released: dict[str, int] = {}
+        for table_id, seq in completed:
+            acked = self.done(table_id, seq)
+            if acked is not None:
+                released[table_id] = acked
+        if released:
+            self.send("".join(f"ACK {table_id} {seq}\n" for table_id, seq in released.items()).encode())
+
+    def done(self, table_id: str, seq: int) -> int | None:
+        """The sequence number the completion of (table, seq) lets the reader acknowledge (all of
+        the table's lines up to it are on the broker), or None if an earlier one is not yet."""
         window = self.pending.get(table_id)
         if not window:
-            return
+            return None
         for entry in window:
             if entry[0] == seq:
                 entry[1] = True
@@ -186,8 +212,7 @@ class AckWindow:
         acked = None
         while window and window[0][1]:
             acked = window.popleft()[0]
-        if acked is not None:
-            self.send(f"ACK {table_id} {acked}\n".encode())
+        return acked
 
 
 async def serve_tcp(handler: LineHandler, port: int, stop: asyncio.Event, ready: Callable[[int], None] | None = None) -> None:
@@ -198,11 +223,7 @@ async def serve_tcp(handler: LineHandler, port: int, stop: asyncio.Event, ready:
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         host, peer_port = writer.get_extra_info("peername")[:2]
         origin = f"tcp://{host}:{peer_port}"
-        window = AckWindow(lambda data: None if writer.is_closing() else writer.write(data))
-
-        def ack(table_id: str, seq: int) -> None:  # on the producer's thread
-            loop.call_soon_threadsafe(window.done, table_id, seq)
-
+        window = AckWindow(lambda data: None if writer.is_closing() else writer.write(data), loop)
         CONNECTIONS.inc()
         log.info("shoe connected", origin=origin)
         try:
@@ -210,8 +231,8 @@ async def serve_tcp(handler: LineHandler, port: int, stop: asyncio.Event, ready:
                 line = await _read_line(reader)
                 if line is None:
                     break
-                # ``ack`` reaches the window through the loop, so after ``expect`` below.
-                expected = handler.handle(line, origin, ack)
+                # Completions reach the window through the loop, so after ``expect`` below.
+                expected = handler.handle(line, origin, window.complete)
                 if expected is not None:
                     window.expect(*expected)
                 await writer.drain()
@@ -266,7 +287,7 @@ def main(capture: Path | None = None) -> None:
         log.error("publishing failed; stopping", error=str(error))
         failed.set()
 
-    publisher = Publisher(settings)
+    publisher = Publisher(settings, linger_ms=20)  # fewer, fuller produce requests; 20 ms is nothing to a table
     last = published_sequences(settings)
     log.info("last published sequences read", tables=len(last))
     handler = LineHandler(publisher, last, on_failure)

@@ -5,6 +5,7 @@ gateway) without publishing anything twice, and capture files."""
 from __future__ import annotations
 
 import asyncio
+import threading
 import zlib
 from collections.abc import Callable
 from datetime import datetime, timezone
@@ -192,17 +193,28 @@ def test_a_failed_publish_is_reported(handler: LineHandler, broker: Broker, fail
 
 
 def test_acknowledgements_go_out_in_sequence_order_per_table() -> None:
-    sent: list[bytes] = []
-    window = AckWindow(sent.append)
+    window = AckWindow(lambda data: None, asyncio.new_event_loop())
     for table, seq in (("T1", 1), ("T1", 2), ("T2", 7), ("T1", 3)):
         window.expect(table, seq)
-    window.done("T1", 2)  # a dead letter (another partition) acknowledged before line 1
-    assert sent == []
-    window.done("T2", 7)
-    window.done("T1", 1)
-    assert sent == [b"ACK T2 7\n", b"ACK T1 2\n"]
-    window.done("T1", 3)
-    assert sent[-1] == b"ACK T1 3\n"
+    assert window.done("T1", 2) is None  # a dead letter (another partition) acknowledged before line 1
+    assert window.done("T2", 7) == 7
+    assert window.done("T1", 1) == 2
+    assert window.done("T1", 3) == 3
+
+
+def test_completions_from_the_producer_thread_are_written_together() -> None:
+    async def scenario() -> list[bytes]:
+        sent: list[bytes] = []
+        window = AckWindow(sent.append, asyncio.get_running_loop())
+        for seq in range(1, 6):
+            window.expect("T1", seq)
+        producer = threading.Thread(target=lambda: [window.complete("T1", seq) for seq in (2, 1, 3, 5)])
+        producer.start()
+        producer.join()
+        await asyncio.sleep(0.05)
+        return sent
+
+    assert asyncio.run(scenario()) == [b"ACK T1 3\n"]  # one write, the latest only; 5 waits for 4
 
 
 # ---- over TCP, with the simulator's gateway ---------------------------------------------------------
