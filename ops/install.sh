@@ -4,7 +4,7 @@
 #   ops/install.sh              everything: apt packages, the venv, the Kafka jars
 #   ops/install.sh venv kafka   only the parts named (apt | venv | kafka)
 #
-# apt:   redis-server and prometheus (+ promtool) from Debian, only when missing.
+# apt:   redis-server, prometheus (+ promtool) and openssl from Debian, only when missing.
 # venv:  .venv with `pip install -e '.[test]'`, redone only when pyproject.toml changed
 #        (the stamp .venv/.pyproject.sha256 holds the hash of the one last installed).
 # kafka: the broker's jars from Maven Central into .stack/kafka/libs, fetched only when the
@@ -19,11 +19,12 @@ say() { printf '[install] %s\n' "$*"; }
 install_apt() {
   local missing=()
   command -v redis-server >/dev/null || missing+=(redis-server)
+  command -v openssl >/dev/null || missing+=(openssl) # the stack's secrets and TLS certificates
   if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then missing+=(prometheus); fi
   # The incident report's browser test; DejaVu has the suit symbols.
   command -v chromium >/dev/null || missing+=(chromium fonts-dejavu-core)
   if ((${#missing[@]} == 0)); then
-    say "apt: redis-server, prometheus, promtool and chromium are installed"
+    say "apt: redis-server, prometheus, promtool, openssl and chromium are installed"
     return
   fi
   local sudo=()

@@ -2,7 +2,8 @@
 
 An open port is not enough (the broker listens before its controller has elected itself and
 loaded the metadata), so ops/stack.sh asks for a full client round trip, retried until it
-works or --timeout passes. With --pid, gives up at once when that process dies.
+works or --timeout passes. With --pid, gives up at once when that process dies. It logs in with
+the credentials in the environment (KAFKA_USERNAME, ...: the admin's, from .stack/secrets).
 
     python ops/kafka_ready.py --bootstrap 127.0.0.1:9092 --timeout 90 --pid 1234
 """
@@ -20,6 +21,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 from kafka.errors import TopicAlreadyExistsError
 
+from surveil.runtime.config import kafka_client_config
+
 SCRATCH_TOPIC = "_stack.readiness"
 
 
@@ -30,7 +33,8 @@ FAST = {"reconnect_backoff_ms": 50, "reconnect_backoff_max_ms": 500, "request_ti
 
 def round_trip(bootstrap: str) -> None:
     """One produce + consume of a fresh token; raises on any failure."""
-    admin = KafkaAdminClient(bootstrap_servers=bootstrap, **FAST)
+    client = {**kafka_client_config(bootstrap), **FAST}
+    admin = KafkaAdminClient(**client)
     try:
         admin.create_topics([NewTopic(SCRATCH_TOPIC, 1, 1)])
     except TopicAlreadyExistsError:
@@ -39,14 +43,14 @@ def round_trip(bootstrap: str) -> None:
         admin.close()
 
     token = uuid.uuid4().hex.encode()
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", max_block_ms=5000, **FAST)
+    producer = KafkaProducer(**client, acks="all", max_block_ms=5000)
     try:
         meta = producer.send(SCRATCH_TOPIC, token).get(timeout=10)
     finally:
         producer.close(timeout=5)
 
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                             consumer_timeout_ms=10000, **{**FAST, "request_timeout_ms": 11000})
+    consumer = KafkaConsumer(**{**client, "request_timeout_ms": 11000}, enable_auto_commit=False,
+                             consumer_timeout_ms=10000)
     try:
         tp = TopicPartition(SCRATCH_TOPIC, meta.partition)
         consumer.assign([tp])

@@ -7,14 +7,25 @@
 #   ops/stack.sh status                      one line each; exit 0 only when all three run
 #   ops/stack.sh kill-kafka [--graceful]     SIGKILL the broker (SIGTERM with --graceful)
 #   ops/stack.sh restart-kafka [--graceful]  kill-kafka, start it again, wait until it serves
+#   ops/stack.sh env [PRINCIPAL]             print the exports of an admin shell (every password),
+#                                            or of one service: eval "$(ops/stack.sh env settlement)"
 #
-# Env: KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093), REDIS_PORT (6379), PROMETHEUS_PORT
-# (9090), PARTITIONS (6: the one partition count of every topic in surveil.runtime.topics).
+# Env: KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093), KAFKA_TLS_PORT (9094; 0: no TLS listener),
+# REDIS_PORT (6379), PROMETHEUS_PORT (9090), PARTITIONS (6: the one partition count of every
+# topic in surveil.runtime.topics).
+#
+# Secured, always (docs/security.md): Kafka takes SASL/SCRAM-SHA-256 only (127.0.0.1:KAFKA_PORT
+# in plaintext, 127.0.0.1:KAFKA_TLS_PORT over TLS with a CA of its own) and authorizes with ACLs
+# (StandardAuthorizer, super user admin); Redis has one ACL user per service, and its default
+# user may only PING. The passwords are generated once into .stack/secrets/ (git-ignored, 0700),
+# with the TLS CA and certificate; .stack/secrets/stack.env is the environment of an admin shell
+# (ops/test.sh sources it; `ops/stack.sh env NAME` gives a service only its own credentials).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 KAFKA_PORT=${KAFKA_PORT:-9092}
 KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-9093}
+KAFKA_TLS_PORT=${KAFKA_TLS_PORT:-9094}
 REDIS_PORT=${REDIS_PORT:-6379}
 PROMETHEUS_PORT=${PROMETHEUS_PORT:-9090}
 PARTITIONS=${PARTITIONS:-6}
@@ -24,6 +35,7 @@ STOP_TIMEOUT=${STOP_TIMEOUT:-30}                # seconds between SIGTERM and SI
 KDIR=$ROOT/.stack/kafka
 RDIR=$ROOT/.stack/redis
 PDIR=$ROOT/.stack/prometheus
+SDIR=$ROOT/.stack/secrets
 PY=$ROOT/.venv/bin/python
 JAVA_OPTS=(-Xmx1g -Xms256m -XX:+UseG1GC -Djava.awt.headless=true
   -Dlog4j2.configurationFile="$ROOT/ops/kafka/log4j2.yaml" -Dkafka.logs.dir="$KDIR")
@@ -91,24 +103,148 @@ stop_pid() {
 ensure_installed() {
   [[ -x $PY ]] || bash ops/install.sh venv
   [[ -f $KDIR/libs/.pom.sha256 ]] || bash ops/install.sh kafka
-  command -v redis-server >/dev/null && command -v prometheus >/dev/null ||
-    die "redis-server or prometheus missing: run ops/install.sh"
+  command -v redis-server >/dev/null && command -v prometheus >/dev/null && command -v openssl >/dev/null ||
+    die "redis-server, prometheus or openssl missing: run ops/install.sh"
+}
+
+# --- secrets ---------------------------------------------------------------------------------
+
+# Principals with a SCRAM credential on the broker, and Redis users (surveil.runtime.access).
+KAFKA_PRINCIPALS=(admin shoe-reader table-controller settlement anomaly-detection lag-exporter floor-simulator)
+REDIS_USERS=(admin table-controller settlement)
+
+# KAFKA_SHOE_READER_PASSWORD, REDIS_ADMIN_PASSWORD, ...: the variables surveil.runtime.access reads.
+password_variable() { local name=${2^^}; echo "${1^^}_${name//-/_}_PASSWORD"; }
+
+# Generates what is missing (a password is made once and kept: the broker's SCRAM credentials and
+# the data formatted with them depend on it), then writes stack.env and exports it.
+secrets() {
+  (umask 077 && mkdir -p "$SDIR")
+  chmod 700 "$SDIR"
+  local name file
+  for name in "${KAFKA_PRINCIPALS[@]}"; do
+    file=$SDIR/kafka-$name.password
+    [[ -s $file ]] || (umask 077 && openssl rand -hex 24 >"$file")
+  done
+  for name in "${REDIS_USERS[@]}"; do
+    file=$SDIR/redis-$name.password
+    [[ -s $file ]] || (umask 077 && openssl rand -hex 24 >"$file")
+  done
+  ((KAFKA_TLS_PORT == 0)) || tls_certificates
+  local admin_kafka admin_redis
+  admin_kafka=$(<"$SDIR/kafka-admin.password")
+  admin_redis=$(<"$SDIR/redis-admin.password")
+  {
+    echo "# Written by ops/stack.sh on every start: an admin's environment for the local stack."
+    echo "# Every password of .stack/secrets/ is in it; a service gets only its own (ops/stack.sh env NAME)."
+    echo "KAFKA_BOOTSTRAP=127.0.0.1:$KAFKA_PORT"
+    echo "KAFKA_SECURITY_PROTOCOL=SASL_PLAINTEXT"
+    echo "KAFKA_SASL_MECHANISM=SCRAM-SHA-256"
+    echo "KAFKA_USERNAME=admin"
+    echo "KAFKA_PASSWORD=$admin_kafka"
+    if ((KAFKA_TLS_PORT != 0)); then
+      echo "KAFKA_TLS_BOOTSTRAP=127.0.0.1:$KAFKA_TLS_PORT"
+      echo "KAFKA_SSL_CAFILE=$SDIR/tls/ca.pem"
+    fi
+    echo "REDIS_URL=redis://admin:$admin_redis@127.0.0.1:$REDIS_PORT/0"
+    for name in "${KAFKA_PRINCIPALS[@]}"; do echo "$(password_variable kafka "$name")=$(<"$SDIR/kafka-$name.password")"; done
+    for name in "${REDIS_USERS[@]}"; do echo "$(password_variable redis "$name")=$(<"$SDIR/redis-$name.password")"; done
+  } >"$SDIR/stack.env.partial"
+  chmod 600 "$SDIR/stack.env.partial"
+  mv "$SDIR/stack.env.partial" "$SDIR/stack.env"
+  set -a
+  # shellcheck disable=SC1091
+  . "$SDIR/stack.env"
+  set +a
+}
+
+# A CA of the stack's own and the broker's certificate (localhost, 127.0.0.1) for the TLS
+# listener, made when missing or within 30 days of expiring. Clients trust the CA through
+# KAFKA_SSL_CAFILE. Kafka reads the key and the chain as one PEM file (ssl.keystore.type=PEM).
+tls_certificates() {
+  local dir=$SDIR/tls
+  if [[ -s $dir/broker-keystore.pem ]] && openssl x509 -checkend $((30 * 86400)) -noout -in "$dir/broker.pem" >/dev/null 2>&1 &&
+    openssl x509 -checkend $((30 * 86400)) -noout -in "$dir/ca.pem" >/dev/null 2>&1; then
+    return
+  fi
+  command -v openssl >/dev/null || die "openssl is needed for the TLS listener (or KAFKA_TLS_PORT=0)"
+  say "tls: making a CA and the broker's certificate in $dir"
+  (umask 077 && mkdir -p "$dir")
+  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=surveil local stack CA" \
+    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
+    -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout "$dir/broker.key" -out "$dir/broker.csr" 2>/dev/null
+  openssl x509 -req -in "$dir/broker.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial -days 825 \
+    -extfile <(printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=critical,CA:FALSE" \
+      "keyUsage=critical,digitalSignature,keyEncipherment" "extendedKeyUsage=serverAuth") \
+    -out "$dir/broker.pem" 2>/dev/null
+  cat "$dir/broker.key" "$dir/broker.pem" "$dir/ca.pem" >"$dir/broker-keystore.pem"
+  chmod 600 "$dir"/*.key "$dir/broker-keystore.pem"
+  rm -f "$dir/broker.csr"
+}
+
+# `env`: an admin shell's exports (no argument), or one principal's: its Kafka user and, if it
+# has one, its Redis user; no other password.
+print_env() {
+  [[ -f $SDIR/stack.env ]] || die "no $SDIR/stack.env yet: ops/stack.sh up first"
+  if [[ -z ${1:-} ]]; then
+    grep -v '^#' "$SDIR/stack.env" | sed 's/^/export /'
+    return
+  fi
+  local name=$1
+  [[ " ${KAFKA_PRINCIPALS[*]} " == *" $name "* ]] || die "no principal $name (${KAFKA_PRINCIPALS[*]})"
+  grep -E '^KAFKA_(BOOTSTRAP|SECURITY_PROTOCOL|SASL_MECHANISM|SSL_CAFILE)=' "$SDIR/stack.env" | sed 's/^/export /'
+  echo "export KAFKA_USERNAME=$name"
+  echo "export KAFKA_PASSWORD=$(<"$SDIR/kafka-$name.password")"
+  if [[ -s $SDIR/redis-$name.password ]]; then
+    echo "export REDIS_URL=redis://$name:$(<"$SDIR/redis-$name.password")@127.0.0.1:$REDIS_PORT/0"
+  else
+    echo "unset REDIS_URL"
+  fi
 }
 
 # --- Kafka -----------------------------------------------------------------------------------
 
 kafka_properties() {
+  local admin listeners advertised tls=""
+  admin=$(<"$SDIR/kafka-admin.password")
+  listeners=CLIENT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
+  advertised=CLIENT://127.0.0.1:$KAFKA_PORT
+  if ((KAFKA_TLS_PORT != 0)); then
+    listeners+=,TLS://127.0.0.1:$KAFKA_TLS_PORT
+    advertised+=,TLS://127.0.0.1:$KAFKA_TLS_PORT
+    tls="listener.name.tls.ssl.keystore.type=PEM
+listener.name.tls.ssl.keystore.location=$SDIR/tls/broker-keystore.pem
+listener.name.tls.sasl.enabled.mechanisms=SCRAM-SHA-256
+listener.name.tls.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;"
+  fi
   mkdir -p "$KDIR/data"
+  (umask 077 && : >"$KDIR/server.properties") # it holds the admin's password
   cat >"$KDIR/server.properties" <<EOF
 # Written by ops/stack.sh on every start; edit the script, not this file.
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$KAFKA_CONTROLLER_PORT
 controller.listener.names=CONTROLLER
-listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT,CONTROLLER://127.0.0.1:$KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$KAFKA_PORT
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-inter.broker.listener.name=PLAINTEXT
+# CLIENT: SASL/SCRAM in plaintext (loopback only); TLS: the same over TLS; CONTROLLER: KRaft,
+# where the broker logs in to its own controller as admin (SASL/PLAIN, a static user: the
+# controller needs it before it has read the SCRAM credentials from the metadata log).
+listeners=$listeners
+advertised.listeners=$advertised
+listener.security.protocol.map=CLIENT:SASL_PLAINTEXT,TLS:SASL_SSL,CONTROLLER:SASL_PLAINTEXT
+inter.broker.listener.name=CLIENT
+sasl.enabled.mechanisms=SCRAM-SHA-256
+sasl.mechanism.inter.broker.protocol=SCRAM-SHA-256
+listener.name.client.sasl.enabled.mechanisms=SCRAM-SHA-256
+listener.name.client.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="$admin";
+sasl.mechanism.controller.protocol=PLAIN
+listener.name.controller.sasl.enabled.mechanisms=PLAIN
+listener.name.controller.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="$admin" user_admin="$admin";
+$tls
+# Nothing is allowed that an ACL does not allow (surveil.runtime.access); admin may do anything.
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:admin
+allow.everyone.if.no.acl.found=false
 log.dirs=$KDIR/data
 # One node: every internal topic has a single replica. Auto-created topics get the shared
 # partition count, so a topic a client creates by accident still co-partitions.
@@ -128,23 +264,42 @@ group.initial.rebalance.delay.ms=0
 EOF
 }
 
+# The broker's data is formatted with the admin's SCRAM credential (KRaft keeps credentials in
+# its metadata log; the admin then stores everyone else's). The stamp names the password it was
+# formatted with.
+SCRAM_STAMP=.surveil-scram-admin
+
 kafka_start() {
-  local pid t0
+  local pid t0 stamp
+  stamp=$(sha256sum "$SDIR/kafka-admin.password" | cut -d' ' -f1)
+  if pid=$(live_pid "$KDIR/kafka.pid" kafka.Kafka) && ! grep -q '^authorizer.class.name=' "$KDIR/server.properties" 2>/dev/null; then
+    say "kafka: running without authentication (started by an ops/stack.sh before the stack was secured): restarting it"
+    kafka_stop TERM
+  fi
   if pid=$(live_pid "$KDIR/kafka.pid" kafka.Kafka); then
     say "kafka: already running (pid $pid)"
   else
     port_free_or_die "$KAFKA_PORT" kafka
     port_free_or_die "$KAFKA_CONTROLLER_PORT" "kafka controller"
+    ((KAFKA_TLS_PORT == 0)) || port_free_or_die "$KAFKA_TLS_PORT" "kafka (TLS)"
+    if [[ -f $KDIR/data/meta.properties && ! -f $KDIR/data/$SCRAM_STAMP ]]; then
+      say "kafka: $KDIR/data was formatted without SCRAM credentials (before the stack was secured): formatting it afresh; its topics are gone"
+      rm -rf "$KDIR/data"
+    elif [[ -f $KDIR/data/$SCRAM_STAMP && $(<"$KDIR/data/$SCRAM_STAMP") != "$stamp" ]]; then
+      die "kafka: $SDIR/kafka-admin.password is not the password $KDIR/data was formatted with: put the old one back, or ops/stack.sh down --wipe (docs/security.md, rotation)"
+    fi
     kafka_properties
     if [[ ! -f $KDIR/data/meta.properties ]]; then
       local cluster
       cluster=$(java "${JAVA_OPTS[@]}" -cp "$KDIR/libs/*" kafka.tools.StorageTool random-uuid)
-      say "kafka: formatting $KDIR/data (cluster $cluster)"
+      say "kafka: formatting $KDIR/data (cluster $cluster) with the admin's SCRAM credential"
       java "${JAVA_OPTS[@]}" -cp "$KDIR/libs/*" kafka.tools.StorageTool format \
-        -t "$cluster" -c "$KDIR/server.properties" >>"$KDIR/kafka.log" 2>&1 ||
+        -t "$cluster" -c "$KDIR/server.properties" \
+        --add-scram "SCRAM-SHA-256=[name=admin,password=$(<"$SDIR/kafka-admin.password")]" >>"$KDIR/kafka.log" 2>&1 ||
         die "kafka: storage format failed, see $KDIR/kafka.log"
+      echo "$stamp" >"$KDIR/data/$SCRAM_STAMP"
     fi
-    say "kafka: starting on 127.0.0.1:$KAFKA_PORT (controller :$KAFKA_CONTROLLER_PORT), log $KDIR/kafka.log"
+    say "kafka: starting on 127.0.0.1:$KAFKA_PORT (SASL), :$KAFKA_TLS_PORT (SASL over TLS; 0: none), controller :$KAFKA_CONTROLLER_PORT, log $KDIR/kafka.log"
     t0=$(now)
     spawn "$KDIR/kafka.pid" "$KDIR/kafka.log" java "${JAVA_OPTS[@]}" -cp "$KDIR/libs/*" kafka.Kafka "$KDIR/server.properties"
     pid=$(<"$KDIR/kafka.pid")
@@ -164,10 +319,16 @@ kafka_topics() {
     die "kafka: topics are not as wanted (another PARTITIONS earlier? ops/stack.sh down --wipe starts afresh)"
 }
 
+# Every principal's SCRAM credential (from .stack/secrets) and the ACLs, as admin; idempotent.
+kafka_access() {
+  "$PY" -m surveil.runtime.access setup --prefix "" | sed 's/^/[stack] kafka: /' ||
+    die "kafka: could not store the credentials or the ACLs"
+}
+
 kafka_stop() {
   local pid
   if pid=$(live_pid "$KDIR/kafka.pid" kafka.Kafka); then
-    stop_pid kafka "$pid" "$1" "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"
+    stop_pid kafka "$pid" "$1" "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" $( ((KAFKA_TLS_PORT == 0)) || echo "$KAFKA_TLS_PORT")
     rm -f "$KDIR/kafka.pid"
   else
     say "kafka: not running"
@@ -176,17 +337,30 @@ kafka_stop() {
 
 # --- Redis -----------------------------------------------------------------------------------
 
+redis_admin() { REDISCLI_AUTH=$REDIS_ADMIN_PASSWORD redis-cli -h 127.0.0.1 -p "$REDIS_PORT" --user admin "$@"; }
+
 redis_start() {
   local pid
+  mkdir -p "$RDIR"
+  # The users (surveil.runtime.access): passwords from .stack/secrets, stored hashed.
+  (umask 077 && "$PY" -m surveil.runtime.access redis-acl --prefix "" >"$RDIR/users.acl.partial") ||
+    die "redis: could not write the ACL file"
+  mv "$RDIR/users.acl.partial" "$RDIR/users.acl"
+  if pid=$(live_pid "$RDIR/redis.pid" redis-server) &&
+    [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" config get aclfile 2>/dev/null | tail -n 1) != *users.acl ]] &&
+    [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" acl whoami 2>/dev/null) == default ]]; then
+    say "redis: running with an all-powerful default user (started before the stack was secured): restarting it"
+    redis_stop
+  fi
   if pid=$(live_pid "$RDIR/redis.pid" redis-server); then
-    say "redis: already running (pid $pid)"
+    say "redis: already running (pid $pid); reloading its users"
+    [[ $(redis_admin acl load 2>&1) == OK ]] || die "redis: ACL LOAD as admin failed (redis-admin.password changed? ops/stack.sh down, then up)"
   else
     port_free_or_die "$REDIS_PORT" redis
-    mkdir -p "$RDIR"
-    say "redis: starting on 127.0.0.1:$REDIS_PORT (append-only file in $RDIR), log $RDIR/redis.log"
+    say "redis: starting on 127.0.0.1:$REDIS_PORT (append-only file in $RDIR, users in $RDIR/users.acl), log $RDIR/redis.log"
     # No config file: Debian's /etc/redis/redis.conf belongs to the system service.
     redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --dir "$RDIR" \
-      --appendonly yes --appendfsync everysec \
+      --appendonly yes --appendfsync everysec --aclfile "$RDIR/users.acl" \
       --daemonize yes --pidfile "$RDIR/redis.pid" --logfile "$RDIR/redis.log" ||
       die "redis-server would not start, see $RDIR/redis.log"
   fi
@@ -265,18 +439,21 @@ shift || true
 case $cmd in
   up)
     ensure_installed
+    secrets
     redis_start
     prometheus_start
     kafka_start
     kafka_topics
-    say "up: kafka 127.0.0.1:$KAFKA_PORT, redis://127.0.0.1:$REDIS_PORT/0, prometheus http://127.0.0.1:$PROMETHEUS_PORT"
+    kafka_access
+    say "up: kafka 127.0.0.1:$KAFKA_PORT (SASL/SCRAM), redis://127.0.0.1:$REDIS_PORT/0 (ACL users), prometheus http://127.0.0.1:$PROMETHEUS_PORT"
+    say "credentials: .stack/secrets/stack.env (an admin's environment); one service's: ops/stack.sh env NAME"
     ;;
   down)
     kafka_stop TERM
     redis_stop
     prometheus_stop
     if [[ ${1:-} == --wipe ]]; then
-      say "wiping the data in .stack/ (the Kafka jars stay)"
+      say "wiping the data in .stack/ (the Kafka jars and the secrets stay)"
       rm -rf "$KDIR/data" "$KDIR/server.properties" "$KDIR"/kafka.log* "$RDIR" "$PDIR"
     fi
     ;;
@@ -284,10 +461,12 @@ case $cmd in
   kill-kafka) kafka_stop "$(signal_of "${1:-}")" ;;
   restart-kafka)
     kafka_stop "$(signal_of "${1:-}")"
+    secrets
     kafka_start
     ;;
+  env) print_env "${1:-}" ;;
   *)
-    sed -n '2,12p' "$0" >&2
+    sed -n '2,23p' "$0" >&2
     exit 2
     ;;
 esac

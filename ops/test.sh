@@ -2,6 +2,10 @@
 # THE test command: installs what is missing, starts the local stack, runs pytest against it,
 # stops the stack whatever happened (unless it ran before), and exits with pytest's exit code
 # (5, "no tests collected", is a failure too). Arguments go to pytest: ops/test.sh -k kafka -x
+#
+# The stack is secured (docs/security.md): pytest runs as the operator, with the admin's
+# credentials and every principal's password from .stack/secrets/stack.env; the fixtures give
+# each service they start only its own.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 t0=$SECONDS
@@ -18,9 +22,13 @@ else
 fi
 bash ops/stack.sh up
 
-export KAFKA_BOOTSTRAP=127.0.0.1:${KAFKA_PORT:-9092}
-export REDIS_URL=redis://127.0.0.1:${REDIS_PORT:-6379}/0
-echo "[test] pytest $* (KAFKA_BOOTSTRAP=$KAFKA_BOOTSTRAP REDIS_URL=$REDIS_URL)"
+# KAFKA_BOOTSTRAP, KAFKA_USERNAME=admin, KAFKA_PASSWORD, ..., REDIS_URL (as Redis' admin), and
+# KAFKA_<NAME>_PASSWORD / REDIS_<NAME>_PASSWORD of every principal.
+set -a
+# shellcheck disable=SC1091
+. .stack/secrets/stack.env
+set +a
+echo "[test] pytest $* (KAFKA_BOOTSTRAP=$KAFKA_BOOTSTRAP as $KAFKA_USERNAME, REDIS_URL=$(sed -E 's#(//[^:/]+):[^@]*@#\1:***@#' <<<"$REDIS_URL"))"
 status=0
 .venv/bin/pytest "$@" || status=$?
 echo "[test] pytest exited with $status after $((SECONDS - t0)) s in all"

@@ -8,6 +8,14 @@ Each of ``kafka_bootstrap`` and ``redis_url`` comes from the first of:
 3. the local stack, ``ops/stack.sh up``; stopped at the end of the session only if this session
    started it.
 
+Both are secured (docs/security.md): the session itself is the operator, with the admin's
+credentials and every principal's password in its environment (``KAFKA_USERNAME``, ...,
+``KAFKA_<NAME>_PASSWORD``, ``REDIS_URL`` as the Redis admin: ops/test.sh sources
+.stack/secrets/stack.env, and so does this module when it starts the stack itself). Every client a
+test makes takes the admin's credentials from there (``surveil.runtime.config.kafka_client_config``);
+a service the tests start runs as its own principal, with the ACLs of the test's prefixes
+(``service_env`` in tests/integration/conftest.py).
+
 Nothing is started unless a test asks for it, so unit tests never wait for a broker. Tests under
 ``tests/integration/`` get the ``integration`` marker automatically (``-m "not integration"``
 runs the rest). The per-test isolation helpers (fresh topics, consumer groups, Redis key
@@ -74,9 +82,22 @@ class OpsStack:
             return
         already = subprocess.run(["bash", str(STACK_SH), "status"], cwd=ROOT,
                                  capture_output=True).returncode == 0
-        self.run("up")  # also when already up: it checks readiness and the topics
+        self.run("up")  # also when already up: it checks readiness, the topics and the ACLs
         self.started_here = not already
         self._up = True
+        # The operator's environment, as ops/test.sh has it: the admin's credentials, every
+        # principal's password (subprocesses inherit it; each service is given only its own).
+        os.environ.update(self.environment())
+
+    @staticmethod
+    def environment() -> dict[str, str]:
+        """.stack/secrets/stack.env, which ``ops/stack.sh up`` writes."""
+        env = {}
+        for line in (ROOT / ".stack" / "secrets" / "stack.env").read_text().splitlines():
+            if line and not line.startswith("#"):
+                name, _, value = line.partition("=")
+                env[name] = value
+        return env
 
     @staticmethod
     def kafka_port() -> int | None:
@@ -89,9 +110,11 @@ class OpsStack:
             if b"kafka.Kafka" not in Path(f"/proc/{pid}/cmdline").read_bytes():
                 return None
             for line in (kdir / "server.properties").read_text().splitlines():
-                if line.startswith("advertised.listeners="):
-                    return int(line.rsplit(":", 1)[1])
-        except (OSError, ValueError):
+                if line.startswith("advertised.listeners="):  # CLIENT://127.0.0.1:9092,TLS://...
+                    listeners = dict(item.split("://", 1) for item in line.partition("=")[2].split(","))
+                    client = listeners.get("CLIENT") or listeners["PLAINTEXT"]  # PLAINTEXT: before SASL
+                    return int(client.rsplit(":", 1)[1])
+        except (OSError, ValueError, KeyError):
             return None
         return None
 
@@ -166,4 +189,4 @@ def redis_url(request: pytest.FixtureRequest) -> str:
         return f"redis://{container.get_container_host_ip()}:{container.get_exposed_port(6379)}/0"
     stack: OpsStack = request.getfixturevalue("ops_stack")
     stack.ensure_up()
-    return f"redis://127.0.0.1:{os.environ.get('REDIS_PORT', '6379')}/0"
+    return os.environ["REDIS_URL"]  # as the admin user: from .stack/secrets/stack.env

@@ -1,5 +1,9 @@
 """``surveil up`` / ``surveil down``: the full local stack on this machine: Kafka, Redis and
-Prometheus (ops/stack.sh), the four services and a simulated floor playing live into them."""
+Prometheus (ops/stack.sh), the four services and a simulated floor playing live into them.
+
+Each service runs as its own principal (docs/security.md): its credentials come from the
+stack's secrets (.stack/secrets/stack.env, written by ops/stack.sh), and it gets only its own.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +17,13 @@ from pathlib import Path
 
 import click
 
+from .runtime.access import FLOOR_SIMULATOR, service_env
 from .runtime.config import DEFAULT_METRICS_PORTS
 
 ROOT = Path(__file__).resolve().parents[2]
 STACK = ROOT / "ops" / "stack.sh"
 RUN = ROOT / ".stack" / "run"  # pid and log files of what `up` started
+STACK_ENV = ROOT / ".stack" / "secrets" / "stack.env"  # an admin's environment: every principal's password
 SERVICES = ("shoe-reader", "table-controller", "settlement", "anomaly-detection")
 
 
@@ -27,10 +33,22 @@ def _stack(command: str) -> None:
     subprocess.run(["bash", str(STACK), command], check=True)
 
 
-def _start(name: str, args: list[str]) -> int:
+def _operator_env() -> dict[str, str]:
+    """This environment with the stack's: its addresses, the admin's credentials, every password."""
+    env = dict(os.environ)
+    for line in STACK_ENV.read_text().splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.partition("=")
+            env[name] = value
+    return env
+
+
+def _start(name: str, args: list[str], principal: str) -> int:
     RUN.mkdir(parents=True, exist_ok=True)
     log = open(RUN / f"{name}.log", "ab")
-    process = subprocess.Popen([sys.executable, "-m", "surveil", *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    env = service_env(principal, _operator_env())  # its own credentials only
+    process = subprocess.Popen([sys.executable, "-m", "surveil", *args], stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True, env=env)
     (RUN / f"{name}.pid").write_text(str(process.pid))
     return process.pid
 
@@ -69,13 +87,13 @@ def up_command(tables: int, shoes: int, pace: float, inject: str) -> None:
         if _running(service):
             click.echo(f"{service}: already running")
             continue
-        pid = _start(service, ["serve", service])
+        pid = _start(service, ["serve", service], service)
         port = DEFAULT_METRICS_PORTS[service]
         ready = _wait_for_metrics(port)
         click.echo(f"{service}: pid {pid}, metrics http://127.0.0.1:{port}/metrics{'' if ready else ' (not answering yet: see its log)'}")
     if not _running("simulator"):
         args = ["simulate", "--live", "--tables", str(tables), "--shoes", str(shoes), "--pace", str(pace)]
-        pid = _start("simulator", [*args, "--inject", inject] if inject else args)
+        pid = _start("simulator", [*args, "--inject", inject] if inject else args, FLOOR_SIMULATOR)
         click.echo(f"simulator: pid {pid}, {tables} tables at {pace:g} s a round")
     click.echo(
         f"\nPrometheus: http://127.0.0.1:9090 (alerts: /alerts, rules: /rules)\n"

@@ -1,17 +1,23 @@
 """Per-test isolation on the shared broker and Redis (the session fixtures are in
 tests/conftest.py): every test gets its own topics, consumer group and Redis keys, so tests
 neither see each other's events nor depend on their order, and leave nothing behind.
+
+The services a test starts run as their own principals (docs/security.md): ``service_env(name)``
+is the environment of such a process, with its own Kafka credentials, the ACLs of
+``surveil.runtime.access.kafka_grants`` for the test's ``topic_prefix``, and a Redis user of the
+test's own whose keys are those under ``redis_prefix``; all of it removed when the test ends.
 """
 
 from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import pytest
 import redis
 
+from surveil.runtime.access import PrefixAccess
 from surveil.runtime.topics import ALL_TOPICS, create_topics, delete_topics
 
 
@@ -83,3 +89,26 @@ def redis_client(redis_url: str, redis_prefix: str) -> Iterator[redis.Redis]:
         for i in range(0, len(doomed), 500):
             client.unlink(*doomed[i:i + 500])
         client.close()
+
+
+@pytest.fixture
+def prefix_access(kafka_bootstrap: str, redis_url: str, topic_prefix: str, redis_prefix: str) -> Iterator[PrefixAccess]:
+    """The principals' rights on this test's prefixes (ACLs, Redis users), made when first asked
+    for (``.env``, ``.settings``) and taken away after the test."""
+    access = PrefixAccess(kafka_bootstrap, redis_url, topic_prefix, redis_prefix)
+    try:
+        yield access
+    finally:
+        access.close()
+
+
+@pytest.fixture
+def service_env(prefix_access: PrefixAccess) -> Callable[..., dict[str, str]]:
+    """``service_env("settlement", base=None) -> env``: the environment of a service process of
+    this test: ``base`` (default: the session's, the operator's) with the service's own
+    credentials instead of the admin's, and no other principal's password."""
+
+    def make(service: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
+        return prefix_access.env(service, base)
+
+    return make

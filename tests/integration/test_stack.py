@@ -18,6 +18,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import RetriableError
 
 from surveil.runtime import topics
+from surveil.runtime.config import kafka_client_config
 from surveil.runtime.topics import ALL_TOPICS, partition_counts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,7 +29,7 @@ CLIENT = {"reconnect_backoff_ms": 50, "reconnect_backoff_max_ms": 1000}
 
 
 def reliable_producer(bootstrap: str, **overrides: object) -> KafkaProducer:
-    return KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
+    return KafkaProducer(**kafka_client_config(bootstrap), acks="all", enable_idempotence=True,
                          linger_ms=5, **{**CLIENT, **overrides})
 
 
@@ -40,7 +41,7 @@ def group_consumer(bootstrap: str, topic: str, group: str) -> KafkaConsumer:
     topic's partitions, gets none assigned ("No partition metadata for topic"), and stays so for
     minutes (seen in 5 of 70 tries on a busy machine; 0 of 100 with this order).
     """
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+    consumer = KafkaConsumer(**kafka_client_config(bootstrap), group_id=group,
                              auto_offset_reset="earliest", enable_auto_commit=False, **CLIENT)
     consumer.partitions_for_topic(topic)
     consumer.subscribe([topic])
@@ -251,7 +252,7 @@ def test_a_broker_killed_and_restarted_under_load_loses_no_acknowledged_event(
 
     assert producer_done.wait(240), "the producer did not finish"
     producer.close(timeout=30)
-    probe = KafkaConsumer(bootstrap_servers=bootstrap, **CLIENT)
+    probe = KafkaConsumer(**kafka_client_config(bootstrap), **CLIENT)
     parts = [TopicPartition(topic, p) for p in probe.partitions_for_topic(topic)]
     end_offsets.update({tp.partition: off for tp, off in probe.end_offsets(parts).items()})
     probe.close()

@@ -28,6 +28,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from surveil.runtime import topics
+from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
+from surveil.runtime.config import kafka_client_config
 from surveil.runtime.lag_exporter import LagReader
 from surveil.runtime.topics import ALL_TOPICS, create_topics, delete_topics
 
@@ -117,10 +119,12 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
     }
     processes: dict[str, subprocess.Popen[bytes]] = {}
     deployed = Deployment(prefix, ports, logs, processes)
+    # Each service as its own principal, with the ACLs of this prefix (docs/security.md).
+    access = PrefixAccess(kafka_bootstrap, redis_url, prefix, env["REDIS_PREFIX"])
     try:
         for service in SERVICES:
             log = (logs / f"{service}.log").open("wb")
-            processes[service] = subprocess.Popen([str(SURVEIL), "serve", service], env={**env, "METRICS_PORT": str(ports[service])},
+            processes[service] = subprocess.Popen([str(SURVEIL), "serve", service], env=access.env(service, {**env, "METRICS_PORT": str(ports[service])}),
                                                   stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
         for service in SERVICES:
             wait_for(f"{service} /metrics", lambda s=service: bool(deployed.metrics(s)), 60, deployed.tail)
@@ -131,14 +135,14 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
         simulated = subprocess.run(
             [str(SURVEIL), "simulate", "--tables", str(TABLES), "--shoes", "1", "--seed", "11", "--inject", "CARD_MISMATCH",
              "--live", "--pace", "0", "--kafka", kafka_bootstrap, "--shoe-reader", f"127.0.0.1:{shoe_port}"],
-            env=env, capture_output=True, timeout=300, cwd=ROOT,
+            env=access.env(FLOOR_SIMULATOR, env), capture_output=True, timeout=300, cwd=ROOT,
         )
         assert simulated.returncode == 0, simulated.stdout.decode() + simulated.stderr.decode()
         # Something for the dead letters: a garbled shoe line, an event that is not one.
         with socket.create_connection(("127.0.0.1", shoe_port), timeout=5) as shoe:
             shoe.sendall(b"this is not a shoe line\n")
             time.sleep(1)
-        producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+        producer = KafkaProducer(**kafka_client_config(kafka_bootstrap), acks="all")
         producer.send(prefix + topics.TABLE, key=b"T-junk", value=b'{"not": "an event"}')
         producer.send(prefix + topics.INPUTS, key=b"T-junk", value=b"\xff\xfe not json")
         producer.flush(timeout=30)
@@ -169,7 +173,8 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
     finally:
         for process in processes.values():
             stop(process)
-        admin = KafkaAdminClient(bootstrap_servers=kafka_bootstrap)
+        access.close()
+        admin = KafkaAdminClient(**kafka_client_config(kafka_bootstrap))
         try:
             delete_topics(kafka_bootstrap, [t for t in admin.list_topics() if t.startswith(prefix)])
         finally:
@@ -243,7 +248,7 @@ def test_the_lag_exporter_sees_every_group_caught_up(deployment: Deployment) -> 
 
 def test_the_lag_reader_counts_what_a_group_has_not_committed(kafka_bootstrap: str, new_topic: Callable[..., str], topic_prefix: str) -> None:
     topic = new_topic(topics.TABLE, partitions=2)
-    producer = KafkaProducer(bootstrap_servers=kafka_bootstrap, acks="all")
+    producer = KafkaProducer(**kafka_client_config(kafka_bootstrap), acks="all")
     for n in range(30):  # 20 to partition 0, 10 to partition 1
         producer.send(topic, value=b"x", partition=0 if n < 20 else 1)
     producer.flush(timeout=30)
@@ -252,7 +257,7 @@ def test_the_lag_reader_counts_what_a_group_has_not_committed(kafka_bootstrap: s
     try:
         # Nothing committed yet: all of it is lag.
         assert reader.read() == {("settlement", topics.TABLE, 0): 20, ("settlement", topics.TABLE, 1): 10}
-        consumer = KafkaConsumer(bootstrap_servers=kafka_bootstrap, group_id=topic_prefix + "settlement", enable_auto_commit=False)
+        consumer = KafkaConsumer(**kafka_client_config(kafka_bootstrap), group_id=topic_prefix + "settlement", enable_auto_commit=False)
         try:
             from kafka.structs import OffsetAndMetadata
 

@@ -22,6 +22,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from surveil.events import codec
 from surveil.events import models as m
 from surveil.runtime import topics
+from surveil.runtime.access import SETTLEMENT_SERVICE, PrefixAccess
+from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.state import MemoryBackend, RedisBackend
 from surveil.settlement.ledger import NAMESPACE, Ledger
 from surveil.settlement.reconcile import Recomputation, recompute
@@ -46,6 +48,8 @@ class Deployment:
     topic_prefix: str
     redis_prefix: str
     logs: Path
+    # The service's own credentials and rights in place of the operator's (tests/integration/conftest.py).
+    access: PrefixAccess | None = None
     metrics_port: int = field(default_factory=free_port)
     service: subprocess.Popen[bytes] | None = None
     starts: int = 0
@@ -59,7 +63,7 @@ class Deployment:
         self.publish_raw((event.subject.encode(), codec.encode(event)) for event in events)
 
     def publish_raw(self, records: Iterable[tuple[bytes, bytes]], topic: str = topics.TABLE) -> None:
-        producer = KafkaProducer(bootstrap_servers=self.bootstrap, acks="all", enable_idempotence=True, linger_ms=20)
+        producer = KafkaProducer(**kafka_client_config(self.bootstrap), acks="all", enable_idempotence=True, linger_ms=20)
         try:
             for key, value in records:
                 producer.send(self.topic(topic), key=key, value=value)
@@ -81,9 +85,15 @@ class Deployment:
             "REDIS_PREFIX": self.redis_prefix,
             "INSTANCE_ID": INSTANCE_ID,
         }
+        if self.access is not None:
+            env = self.access.env(SETTLEMENT_SERVICE, env)
         log = (self.logs / f"settlement-{self.starts}.log").open("wb")
         self.service = subprocess.Popen([str(SURVEIL), "serve", "settlement"], env=env, stdout=log, stderr=subprocess.STDOUT)
         return self.service
+
+    def as_service(self, settings: Settings) -> Settings:
+        """``settings`` logged in as the settlement principal, for a runner in the test's process."""
+        return settings if self.access is None else self.access.settings(settings, SETTLEMENT_SERVICE)  # type: ignore[no-any-return]
 
     def kill(self) -> None:
         """kill -9: no clean-up of any kind."""
@@ -106,7 +116,7 @@ class Deployment:
     # ---- progress ------------------------------------------------------------------------------
 
     def _partitions(self, name: str) -> list[TopicPartition]:
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap)
+        consumer = KafkaConsumer(**kafka_client_config(self.bootstrap))
         try:
             return [TopicPartition(self.topic(name), p) for p in sorted(consumer.partitions_for_topic(self.topic(name)) or ())]
         finally:
@@ -114,7 +124,7 @@ class Deployment:
 
     def end_offsets(self, name: str, committed_only: bool = False) -> dict[TopicPartition, int]:
         isolation = "read_committed" if committed_only else "read_uncommitted"
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, isolation_level=isolation)
+        consumer = KafkaConsumer(**kafka_client_config(self.bootstrap), isolation_level=isolation)
         try:
             return dict(consumer.end_offsets(self._partitions(name)))
         finally:
@@ -123,7 +133,7 @@ class Deployment:
     def committed_offsets(self) -> dict[TopicPartition, int]:
         """The service's consumer group's committed offsets on the table topic (read without
         joining the group)."""
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=self.topic_prefix + "settlement", enable_auto_commit=False)
+        consumer = KafkaConsumer(**kafka_client_config(self.bootstrap), group_id=self.topic_prefix + "settlement", enable_auto_commit=False)
         try:
             committed = {tp: consumer.committed(tp) for tp in self._partitions(topics.TABLE)}
             return {tp: offset for tp, offset in committed.items() if offset is not None}
@@ -151,7 +161,7 @@ class Deployment:
 
     def read(self, name: str) -> list[Any]:
         """Every committed record on the topic (read_committed), from the start."""
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, isolation_level="read_committed", enable_auto_commit=False)
+        consumer = KafkaConsumer(**kafka_client_config(self.bootstrap), isolation_level="read_committed", enable_auto_commit=False)
         try:
             partitions = self._partitions(name)
             consumer.assign(partitions)

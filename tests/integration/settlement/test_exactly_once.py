@@ -37,7 +37,7 @@ def runner(deployment: Deployment) -> KafkaRunner:
         instance_id="it-crash", log_level="INFO", partitions=6, topic_prefix=deployment.topic_prefix,
         redis_prefix=deployment.redis_prefix,
     )
-    return KafkaRunner(SettlementProcessor(), settings, deployment.redis_backend())
+    return KafkaRunner(SettlementProcessor(), deployment.as_service(settings), deployment.redis_backend())
 
 
 def crash_after_redis(run: KafkaRunner) -> None:

@@ -22,7 +22,8 @@ from kafka import KafkaConsumer, TopicPartition
 
 from surveil.events import codec
 from surveil.events import models as m
-from surveil.runtime.config import Settings
+from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
+from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.kafka import Publisher
 from surveil.sim.floor import Floor
 from surveil.sim.live import LiveRun, ShoeGateway, play_live
@@ -60,6 +61,8 @@ class TableSide:
     topic_prefix: str
     redis_prefix: str
     logs: Path
+    # Each service's and the simulator's own credentials and rights (tests/integration/conftest.py).
+    access: PrefixAccess | None = None
     reader_port: int = field(default_factory=free_port)
     metrics_ports: dict[str, int] = field(default_factory=lambda: {name: free_port() for name in SERVICES})
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -84,6 +87,8 @@ class TableSide:
             "INSTANCE_ID": "it-table-side",  # the same on every start: a restart fences the killed one
             "SHOE_READER_PORT": str(self.reader_port),
         }
+        if self.access is not None:
+            env = self.access.env(service, env)
         log = (self.logs / f"{service}-{self.starts[service]}.log").open("wb")
         self.processes[service] = subprocess.Popen([str(SURVEIL), "serve", service], env=env, stdout=log, stderr=subprocess.STDOUT)
         if service == "shoe-reader":
@@ -127,6 +132,8 @@ class TableSide:
 
     def play(self, floor: Floor, pace: float) -> LiveRun:
         settings = dataclasses.replace(Settings.from_env("floor-simulator"), kafka_bootstrap=self.bootstrap, topic_prefix=self.topic_prefix)
+        if self.access is not None:
+            settings = self.access.settings(settings, FLOOR_SIMULATOR)  # the devices' principal: baccarat.inputs only
         publisher = Publisher(settings)
 
         async def go() -> LiveRun:
@@ -160,7 +167,7 @@ class TableSide:
         """Every committed event on ``topic`` from the start, once ``expected`` of them are there
         (and no more arrive for a moment), or whatever is there at the timeout."""
         name = self.topic(topic)
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None, enable_auto_commit=False,
+        consumer = KafkaConsumer(**kafka_client_config(self.bootstrap), group_id=None, enable_auto_commit=False,
                                  isolation_level="read_committed", auto_offset_reset="earliest")
         try:
             consumer.assign([TopicPartition(name, p) for p in consumer.partitions_for_topic(name) or ()])
@@ -181,7 +188,7 @@ class TableSide:
 
     def count(self, topic: str) -> int:
         name = self.topic(topic)
-        consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None)
+        consumer = KafkaConsumer(**kafka_client_config(self.bootstrap), group_id=None)
         try:
             tps = [TopicPartition(name, p) for p in consumer.partitions_for_topic(name) or ()]
             return sum(consumer.end_offsets(tps).values())
