@@ -35,6 +35,7 @@ import msgspec
 import structlog
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.partitioner.default import murmur2
 from kafka.structs import OffsetAndMetadata
 
 from ..events import codec
@@ -113,6 +114,7 @@ class KafkaRunner:
         self.topic_prefix = settings.topic_prefix
         self.unrecovered: set[TopicPartition] = set()  # assigned, paused until ``recover`` ran
         self.applied: dict[str, int | None] = {}  # per partition source: the progress Redis holds
+        self._partitions: dict[tuple[str, bytes], int] = {}  # (topic, key) -> partition
         member = f"{self.topic_prefix}{processor.name}-{settings.instance_id}"
         self.consumer = KafkaConsumer(
             **settings.kafka_client(),
@@ -223,7 +225,7 @@ class KafkaRunner:
             try:
                 self.producer.begin_transaction()
                 for topic, key, value in outputs:
-                    self.producer.send(topic, key=key, value=value)
+                    self.producer.send(topic, key=key, value=value, partition=self._partition(topic, key))
                 self.producer.send_offsets_to_transaction(
                     {tp: OffsetAndMetadata(offset + 1, "", -1) for tp, offset in offsets.items()},
                     self.consumer.group_metadata(),
@@ -238,6 +240,16 @@ class KafkaRunner:
                 delay = min(delay * 2, 10.0)
         for topic, count in Counter(topic for topic, _, _ in outputs).items():
             metrics.EVENTS_PRODUCED.labels(self.processor.name, topic).inc(count)
+
+    def _partition(self, topic: str, key: bytes) -> int:
+        """The partition kafka-python's default partitioner gives ``key`` (murmur2, as Java's),
+        worked out once per key: partitioning every record afresh cost a tenth of the producer's
+        time. Partition counts are fixed for the life of the topics (DESIGN.md)."""
+        partition = self._partitions.get((topic, key))
+        if partition is None:
+            count = len(self.producer.partitions_for(topic))
+            partition = self._partitions[topic, key] = (murmur2(key) & 0x7FFFFFFF) % count
+        return partition
 
     def _abort(self) -> None:
         try:
