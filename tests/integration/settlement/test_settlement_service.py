@@ -60,8 +60,11 @@ def test_a_floor_settles_through_the_service_and_the_ledger_is_the_sum_of_what_i
     deployment.start()
     deployment.wait_until_settled()
 
-    # What the service published is what settlement published when the floor was recorded.
+    # What the service published is what settlement published when the floor was recorded, on
+    # each table's partition of the table topic (co-partitioned, as faust needs).
     assert_published_once_each(deployment, settlement_events(events))
+    table_partition = {record.key: record.partition for record in deployment.read(topics.TABLE)}
+    assert {(r.key, r.partition) for r in deployment.read(topics.SETTLEMENT)} == set(table_partition.items())
     by_table, by_patron = totals_from(deployment.settlement_events())
     stored = deployment.ledger()
     assert {key: stored.table(*key) for key in by_table} == by_table
