@@ -35,6 +35,7 @@ import msgspec
 
 from ..detect import patterns
 from ..detect.alerts import chained, raise_alert
+from ..detect.devices import signature_finding
 from ..detect.floor import chart_finding
 from ..detect.table import DealerRound, Fact, PatronBet, TableState, TableWatch
 from ..events import codec
@@ -120,9 +121,9 @@ PATTERN_ALERTS = f"{SERVICE}-pattern-alerts"
 pattern_alerts_topic = app.topic(
     settings.topic(PATTERN_ALERTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True
 )
-streams = app.topic(
-    *(settings.topic(name) for name in (SHOE_TOPIC, TABLE_TOPIC, SETTLEMENT_TOPIC, PATTERN_ALERTS)), key_type=bytes, value_type=bytes
-)
+# Dead letters too: a device message refused for its signature is an alert for its table.
+WATCHED = (SHOE_TOPIC, TABLE_TOPIC, SETTLEMENT_TOPIC, PATTERN_ALERTS, DEADLETTER_TOPIC)
+streams = app.topic(*(settings.topic(name) for name in WATCHED), key_type=bytes, value_type=bytes)
 TOPICS = {ALERTS_TOPIC: alerts_topic, DEADLETTER_TOPIC: deadletters_topic, "facts": facts_topic, PATTERN_ALERTS: pattern_alerts_topic}
 
 watch_table = app.Table("table-watch", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
@@ -159,6 +160,9 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         topic = message.topic.removeprefix(settings.topic_prefix)
         source = f"{topic}:{message.offset}"
         raw: bytes = event.value
+        if topic == DEADLETTER_TOPIC:
+            await _refused_device_message(raw, source)
+            continue
         try:
             decoded = codec.decode(raw)
         except codec.InvalidEventError as error:
@@ -189,6 +193,28 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         watch_table[key] = _encode(watched)
         await _publish(outputs)
         yield None
+
+
+async def _refused_device_message(raw: bytes, source: str) -> None:
+    """A dead letter of a device message with a bad signature: an alert for the table it names."""
+    try:
+        letter = deadletter.decode(raw)
+    except msgspec.DecodeError:
+        return  # not ours to judge: a dead letter is already where bad input ends
+    found = signature_finding(letter)
+    if found is None:
+        return
+    key = found.context.table_id.encode()
+    stored = watch_table.get(key)
+    watched = _watched.decode(stored) if stored else Watched(TableState(found.context.table_id))
+    topic, _, offset = source.rpartition(":")
+    if watched.outbox.seen(topic, int(offset)):
+        await _publish(watched.outbox.of(topic, int(offset)))
+        return
+    outputs = _alert_outputs(source, [raise_alert(found.finding, found.context, found.time)], watched)
+    watched.outbox.record(topic, int(offset), outputs)
+    watch_table[key] = _encode(watched)
+    await _publish(outputs)
 
 
 @app.agent(facts_topic)

@@ -43,6 +43,8 @@ class AlertCode(StrEnum):
     PATRON_WIN_RATE = "PATRON_WIN_RATE"
     DEALER_ERROR_RATE = "DEALER_ERROR_RATE"
     SHOE_REPEAT = "SHOE_REPEAT"
+    # Devices (added in v1.1): a shoe line or console input without its device's signature
+    DEVICE_SIGNATURE = "DEVICE_SIGNATURE"
 
 
 class Severity(StrEnum):

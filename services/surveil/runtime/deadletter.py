@@ -8,9 +8,17 @@ from datetime import datetime, timezone
 import msgspec
 
 
+# Why, in a word: the detectors alert on "signature" (a spoofed device message is an attack).
+INVALID = "invalid"  # not the contract, or not the protocol
+REJECTED = "rejected"  # valid, but the service cannot use it (an unknown round, ...)
+SIGNATURE = "signature"  # a device message without its device's signature
+INTERNAL = "internal"  # the service failed on it (a bug)
+
+
 class DeadLetter(msgspec.Struct, frozen=True, kw_only=True):
     service: str  # who rejected it
     origin: str  # a topic, or a device such as "tcp://10.0.0.7:40112"
+    kind: str = INVALID
     topic: str | None = None
     partition: int | None = None
     offset: int | None = None
@@ -34,10 +42,12 @@ def dead_letter(
     partition: int | None = None,
     offset: int | None = None,
     key: str | None = None,
+    kind: str = INVALID,
 ) -> DeadLetter:
     return DeadLetter(
         service=service,
         origin=origin,
+        kind=kind,
         topic=topic,
         partition=partition,
         offset=offset,

@@ -2,7 +2,8 @@
 card-reading shoe saw, parsed strictly into a ``baccarat.shoe`` event, or rejected with the
 precise reason. Nothing is ever guessed: a line is either exactly right or rejected.
 
-A line (the trailing ``*XXXXXXXX`` is the CRC-32 of everything before the space in front of it)::
+A line (the trailing ``*XXXXXXXX`` is the CRC-32 of everything before the space in front of it;
+on a floor with device keys, ``~`` and the shoe's HMAC-SHA256 of what precedes it come before)::
 
     SHOE1 T07 42 2026-11-29T11:00:05.120Z CARD S0003 17 10H down *3A67BD42
 
@@ -21,9 +22,10 @@ from ..core.cards import CARDS
 from ..core.shoe import MAX_DECKS, MIN_DECKS
 from ..events import codec
 from ..events import models as m
+from ..runtime.signing import DeviceKeys, shoe_device
 
 VERSION = "SHOE1"
-MAX_LINE_BYTES = 200  # without the line end
+MAX_LINE_BYTES = 270  # without the line end: 200 for the fields, 66 for a signature
 MAX_SEQ = 2**63 - 1
 MAX_COUNT = 999  # shoe indices and card counts: 12 decks are 624 cards
 SOURCE_PREFIX = "shoe-reader/"
@@ -32,6 +34,7 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")
 _NUMBER = re.compile(r"0|[1-9][0-9]*")
 _TIME = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z")
 _CHECKSUM = re.compile(r"[0-9A-F]{8}")
+_SIGNATURE = re.compile(r"[0-9a-f]{64}")
 
 
 class Kind(StrEnum):
@@ -54,18 +57,24 @@ class Problem(StrEnum):
     CHECKSUM = "checksum"  # missing or wrong: the line was garbled on the way
     FORMAT = "format"  # version, field count, kind
     FIELD = "field"  # a field's value
+    SIGNATURE = "signature"  # missing or not the shoe's: a spoofed or altered line
 
 
 class BadLine(ValueError):
     """A line that is not protocol v1. ``table_id`` and ``seq`` are set only when the checksum
-    held and they parsed, i.e. when they can be trusted (to acknowledge the line)."""
+    held and they parsed, i.e. when they can be trusted (to acknowledge the line). A line whose
+    signature fails is not trusted: it only ``claims`` a table (where the alert goes), and it
+    uses up no sequence number, or a spoofer could silence the real shoe's next line."""
 
-    def __init__(self, problem: Problem, reason: str, table_id: str | None = None, seq: int | None = None) -> None:
+    def __init__(
+        self, problem: Problem, reason: str, table_id: str | None = None, seq: int | None = None, claims: str | None = None
+    ) -> None:
         super().__init__(reason)
         self.problem = problem
         self.reason = reason
         self.table_id = table_id
         self.seq = seq
+        self.claims = claims or table_id
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +94,7 @@ def format_time(time: datetime) -> str:
 
 
 def format_line(table_id: str, seq: int, time: datetime | None, kind: Kind, shoe_id: str, *arguments: object) -> bytes:
-    """One protocol line, with its checksum and line end.
+    """One protocol line, with its checksum and line end (``signed_line`` signs it).
 
     >>> format_line("T07", 1, None, Kind.START, "T07-S1", 8, "manual")
     b'SHOE1 T07 1 - START T07-S1 8 manual *EC51C2EB\\n'
@@ -95,8 +104,18 @@ def format_line(table_id: str, seq: int, time: datetime | None, kind: Kind, shoe
     return body + b" *" + checksum(body).encode() + b"\n"
 
 
-def parse_line(raw: bytes, received: datetime) -> Parsed:
-    """The event a line reports. ``received`` is the event's time when the line has none.
+def signed_line(line: bytes, keys: DeviceKeys) -> bytes:
+    """``line`` (from ``format_line``, unsigned) with its shoe's signature: what a shoe
+    provisioned with its key sends."""
+    body = line.rstrip(b"\n").rpartition(b" *")[0]
+    table_id = body.split(b" ", 2)[1].decode("ascii")
+    body += b" ~" + keys.sign(shoe_device(table_id), body).encode()
+    return body + b" *" + checksum(body).encode() + b"\n"
+
+
+def parse_line(raw: bytes, received: datetime, keys: DeviceKeys | None = None) -> Parsed:
+    """The event a line reports. ``received`` is the event's time when the line has none. With
+    ``keys``, the line must carry its shoe's signature.
 
     Raises ``BadLine`` with the reason for anything that is not exactly protocol v1.
     """
@@ -121,6 +140,7 @@ def parse_line(raw: bytes, received: datetime) -> Parsed:
     computed = checksum(body.encode("ascii"))
     if claimed != computed:
         raise BadLine(Problem.CHECKSUM, f"checksum {claimed} does not match the line (CRC-32 {computed}): garbled")
+    body, signature = _signature(body)
     fields = body.split(" ")
     if "" in fields:
         raise BadLine(Problem.FORMAT, "fields must be separated by exactly one space")
@@ -131,6 +151,10 @@ def parse_line(raw: bytes, received: datetime) -> Parsed:
     _, table_id, seq_text, stamp, kind_text, shoe_id, *arguments = fields
     _check_id("table id", table_id)
     seq = _number("sequence number", seq_text, 1, MAX_SEQ)
+    if keys is not None:
+        problem = keys.problem(shoe_device(table_id), body.encode("ascii"), signature)
+        if problem:
+            raise BadLine(Problem.SIGNATURE, problem, claims=table_id)
     try:
         kind = Kind(kind_text)
     except ValueError:
@@ -145,6 +169,16 @@ def parse_line(raw: bytes, received: datetime) -> Parsed:
         raise BadLine(error.problem, error.reason, table_id, seq) from None
     event = codec.make(_EVENT_TYPES[kind], data, id=f"{table_id}:{shoe_id}:{seq}", source=SOURCE_PREFIX + table_id, time=time)
     return Parsed(table_id, seq, event)
+
+
+def _signature(body: str) -> tuple[str, str | None]:
+    """The body without its signature field, and the signature (None when there is none)."""
+    signed, tilde, signature = body.rpartition(" ~")
+    if not tilde:
+        return body, None
+    if not _SIGNATURE.fullmatch(signature):
+        raise BadLine(Problem.SIGNATURE, f"signature {signature[:16]!r}... is not 64 lowercase hex digits")
+    return signed, signature
 
 
 _EVENT_TYPES: dict[Kind, type[m.Event]] = {

@@ -40,7 +40,8 @@ from ..events.models import DEADLETTER_TOPIC, SHOE_TOPIC
 from ..runtime import deadletter, logs, metrics
 from ..runtime.config import Settings
 from ..runtime.kafka import Publisher
-from .protocol import BadLine, parse_line
+from ..runtime.signing import DeviceKeys
+from .protocol import BadLine, Problem, parse_line
 
 SERVICE = "shoe-reader"
 DEFAULT_PORT = 7007
@@ -113,8 +114,15 @@ class LineHandler:
     """Turns each line into a published event or dead letter and drops lines already handled.
     ``ack`` is called, on the producer's thread, once the broker has what the line became."""
 
-    def __init__(self, publisher: Publisher, last_sequences: dict[str, int], on_failure: Callable[[Exception], None]) -> None:
+    def __init__(
+        self,
+        publisher: Publisher,
+        last_sequences: dict[str, int],
+        on_failure: Callable[[Exception], None],
+        keys: DeviceKeys | None = None,
+    ) -> None:
         self.publisher = publisher
+        self.keys = keys
         self.next_seq = {table_id: seq + 1 for table_id, seq in last_sequences.items()}
         self.on_failure = on_failure
         self.log = structlog.get_logger().bind(service=SERVICE)
@@ -123,7 +131,7 @@ class LineHandler:
         """Handle one line; returns its table and sequence number if ``ack`` will be called for
         it, None if not (a garbled line: its table and number cannot be trusted)."""
         try:
-            parsed = parse_line(raw, datetime.now(timezone.utc))
+            parsed = parse_line(raw, datetime.now(timezone.utc), self.keys)
         except BadLine as error:
             if error.table_id is None or error.seq is None:
                 self._reject(raw, origin, error)
@@ -160,8 +168,9 @@ class LineHandler:
         REJECTED.labels(error.problem.value).inc()
         metrics.DEAD_LETTERS.labels(SERVICE, origin.partition(":")[0]).inc()
         self.log.warning("line rejected", origin=origin, reason=error.reason, line=raw[:120].decode("ascii", "replace"))
-        letter = deadletter.dead_letter(SERVICE, raw, error.reason, origin=origin, key=error.table_id)
-        return self.publisher.publish_raw(DEADLETTER_TOPIC, (error.table_id or origin).encode(), deadletter.encode(letter))
+        kind = deadletter.SIGNATURE if error.problem is Problem.SIGNATURE else deadletter.INVALID
+        letter = deadletter.dead_letter(SERVICE, raw, error.reason, origin=origin, key=error.claims, kind=kind)
+        return self.publisher.publish_raw(DEADLETTER_TOPIC, (error.claims or origin).encode(), deadletter.encode(letter))
 
 
 class AckWindow:
@@ -290,7 +299,10 @@ def main(capture: Path | None = None) -> None:
     publisher = Publisher(settings, linger_ms=20)  # fewer, fuller produce requests; 20 ms is nothing to a table
     last = published_sequences(settings)
     log.info("last published sequences read", tables=len(last))
-    handler = LineHandler(publisher, last, on_failure)
+    keys = DeviceKeys.from_env()
+    if keys is None:
+        log.warning("device signatures are not checked: DEVICE_KEY_SECRET is not set")
+    handler = LineHandler(publisher, last, on_failure, keys)
     if capture is not None:
         replay_capture(handler, capture)
         publisher.flush()

@@ -132,7 +132,7 @@ def crc(line: bytes) -> str:
     [
         (b"\n", Problem.LENGTH, "empty line"),
         (b"", Problem.LENGTH, "empty line"),
-        (b"X" * 201 + b"\n", Problem.LENGTH, "line of 201 bytes; at most 200"),
+        (b"X" * 271 + b"\n", Problem.LENGTH, "line of 271 bytes; at most 270"),
         (GOOD.replace(b"T07", b"T\xc307"), Problem.ENCODING, "byte 0xC3 at position 7 is not ASCII"),
         (GOOD.replace(b" CARD", b"\tCARD"), Problem.ENCODING, "control character 0x09 at position 37"),
         (GOOD[:-11] + b"\n", Problem.CHECKSUM, "no checksum: a line must end with ' *' and 8 hex digits (CRC-32)"),

@@ -302,7 +302,7 @@ def test_an_overlong_line_and_a_line_cut_off_by_the_connection_end_are_rejected(
 
     asyncio.run(scenario())
     letters = broker.dead_letters()
-    assert letters[0].reason.startswith("line of ") and letters[0].reason.endswith(" bytes; at most 200")
+    assert letters[0].reason.startswith("line of ") and letters[0].reason.endswith(" bytes; at most 270")
     assert letters[1].reason == "no checksum: a line must end with ' *' and 8 hex digits (CRC-32)"
     assert [e.id for e in broker.events()] == ["T07:S1:1"]
 

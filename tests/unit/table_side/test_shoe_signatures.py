@@ -1,0 +1,70 @@
+"""Shoe lines signed with the shoe's key: a line without its shoe's signature is refused, uses up
+no sequence number (a spoofer cannot silence the real shoe), and its dead letter is marked so
+the detectors raise DEVICE_SIGNATURE for the table it claims."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+
+import pytest
+
+from surveil.detect.devices import signature_finding
+from surveil.runtime import deadletter
+from surveil.runtime.signing import DeviceKeys, shoe_device
+from surveil.shoe_reader.protocol import BadLine, Kind, Problem, format_line, parse_line, signed_line
+
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+KEYS = DeviceKeys("floor secret")
+
+
+def card(table: str = "T07", seq: int = 5) -> bytes:
+    return format_line(table, seq, NOW, Kind.CARD, "S1", 3, "10H", "down")
+
+
+def test_a_signed_line_parses_with_the_keys_and_without() -> None:
+    line = signed_line(card(), KEYS)
+    assert parse_line(line, NOW, KEYS).event.data == parse_line(card(), NOW).event.data
+    assert parse_line(line, NOW).event.id == parse_line(card(), NOW).event.id
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        (card(), "no signature: every message of shoe/T07 must be signed"),
+        (signed_line(card(), DeviceKeys("another floor")), "the signature is not shoe/T07's: a spoofed or altered message"),
+        (signed_line(card("T08"), KEYS).replace(b"T08", b"T07", 1), None),  # moved to another table: CRC fails first
+    ],
+)
+def test_a_line_without_its_shoes_signature_is_refused_and_trusted_for_nothing(line: bytes, reason: str | None) -> None:
+    with pytest.raises(BadLine) as refused:
+        parse_line(line, NOW, KEYS)
+    if reason is None:
+        assert refused.value.problem is Problem.CHECKSUM
+        return
+    assert (refused.value.problem, refused.value.reason) == (Problem.SIGNATURE, reason)
+    assert (refused.value.table_id, refused.value.seq, refused.value.claims) == (None, None, "T07")
+
+
+def test_a_re_checksummed_forgery_of_another_tables_line_is_refused() -> None:
+    forged = signed_line(card("T08"), KEYS).decode().replace("T08", "T07", 1).rpartition(" *")[0].encode()
+    from surveil.shoe_reader.protocol import checksum
+
+    with pytest.raises(BadLine) as refused:
+        parse_line(forged + b" *" + checksum(forged).encode() + b"\n", NOW, KEYS)
+    assert refused.value.problem is Problem.SIGNATURE
+
+
+def test_each_device_has_its_own_key() -> None:
+    assert KEYS.key(shoe_device("T07")) != KEYS.key(shoe_device("T08"))
+    assert KEYS.sign(shoe_device("T07"), b"x") != DeviceKeys("another floor").sign(shoe_device("T07"), b"x")
+
+
+def test_the_dead_letter_of_a_refused_line_becomes_a_device_signature_alert() -> None:
+    letter = deadletter.dead_letter(
+        "shoe-reader", card(), "no signature: every message of shoe/T07 must be signed", origin="tcp://10.0.0.9:4000", key="T07", kind=deadletter.SIGNATURE
+    )
+    found = signature_finding(letter)
+    assert found is not None
+    assert (found.finding.code, found.finding.article, found.context.table_id) == ("DEVICE_SIGNATURE", "Art. 7", "T07")
+    assert "tcp://10.0.0.9:4000" == found.finding.evidence["origin"]
+    assert signature_finding(deadletter.dead_letter("shoe-reader", b"x", "garbled", origin="tcp://x", key="T07")) is None
