@@ -154,7 +154,8 @@ class RedisBackend:
             if deletions:
                 pipe.delete(*deletions)
             if changes.counters:
-                keys, arguments = [], []
+                keys: list[str] = []
+                arguments: list[str | int] = []
                 for key, increments in changes.counters.items():
                     keys.append(prefix + key)
                     arguments.append(len(increments))
