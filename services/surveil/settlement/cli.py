@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from dataclasses import fields
 from functools import reduce
 from pathlib import Path
+from typing import Any
 
 import click
 import redis
@@ -40,13 +42,14 @@ def open_ledger(redis_url: str, redis_prefix: str) -> Ledger:
     return Ledger(RedisBackend(client, redis_prefix))
 
 
-def _table(title: str, rows: dict[str, TableTotals] | dict[str, PatronTotals]) -> str:
+def _table(title: str, totals: Mapping[str, TableTotals] | Mapping[str, PatronTotals]) -> str:
     """Totals as aligned columns, one row per shift, then their sum when there are several."""
-    if not rows:
+    if not totals:
         return f"{title}: nothing in the ledger"
+    rows: dict[str, Any] = dict(totals)
     names = [f.name for f in fields(next(iter(rows.values())))]
     if len(rows) > 1:
-        rows = {**rows, "all": reduce(ledger_.add, rows.values())}  # type: ignore[dict-item]
+        rows["all"] = reduce(ledger_.add, totals.values())
     widths = [max(len(name), *(len(f"{getattr(t, name):,}") for t in rows.values())) for name in names]
     shift_width = max(len("shift"), *map(len, rows))
     lines = [title, "  ".join(["shift".ljust(shift_width), *(n.rjust(w) for n, w in zip(names, widths))])]

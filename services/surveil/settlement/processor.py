@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -84,8 +84,8 @@ class SettlementProcessor:
         keys = []
         for event in events:
             if type(event) in _HANDLERS:
-                d = event.data
-                keys.append(self._round_key(state, d.table_id, d.round_id))  # type: ignore[attr-defined]
+                d = event.data  # type: ignore[attr-defined]
+                keys.append(self._round_key(state, d.table_id, d.round_id))
                 if isinstance(d, m.RoundOpenedData):
                     keys += (state.key(ledger.round_key(d.table_id, d.round_id)), state.key("carried", d.table_id))
         state.prefetch(*keys)
@@ -263,7 +263,8 @@ def _observe(record: ledger.RoundRecord, bets: list[m.BetSettledData]) -> None:
     metrics.LAG_SECONDS.observe(max(time.time() - record.time.timestamp(), 0.0))
 
 
-_HANDLERS = {
+Handler = Callable[[SettlementProcessor, Any, State], list[m.Event]]
+_HANDLERS: dict[type[m.Event], Handler] = {
     m.RoundOpened: SettlementProcessor._opened,
     m.BetPlaced: SettlementProcessor._placed,
     m.BetChanged: SettlementProcessor._changed,
