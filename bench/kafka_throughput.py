@@ -13,18 +13,21 @@ MB is 2^20 bytes of record values, as the Java tools count it.
 from __future__ import annotations
 
 import argparse
+import atexit
 import json
 import logging
 import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
 
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
+from surveil.runtime.config import kafka_client_config
 from surveil.runtime.topics import create_topics, delete_topics, partitions_from_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -58,7 +61,7 @@ def rate(records: int, size: int, seconds: float) -> tuple[float, float]:
 
 
 def python_produce(bootstrap: str, topic: str, events: list[tuple[bytes, bytes]]) -> float:
-    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True,
+    producer = KafkaProducer(**kafka_client_config(bootstrap), acks="all", enable_idempotence=True,
                              linger_ms=LINGER_MS, batch_size=BATCH_BYTES)
     producer.partitions_for(topic)  # metadata first: not part of the measured time
     start = time.perf_counter()
@@ -71,7 +74,7 @@ def python_produce(bootstrap: str, topic: str, events: list[tuple[bytes, bytes]]
 
 
 def python_consume(bootstrap: str, topic: str, expected: int) -> float:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+    consumer = KafkaConsumer(**kafka_client_config(bootstrap), enable_auto_commit=False,
                              max_poll_records=5000)
     parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
     consumer.assign(parts)
@@ -85,6 +88,25 @@ def python_consume(bootstrap: str, topic: str, expected: int) -> float:
     return seconds
 
 
+def java_client_config(bootstrap: str) -> str:
+    """A properties file with the Java clients' equivalent of the credentials in the environment
+    (KAFKA_USERNAME, ...: surveil.runtime.config), for the tools' --producer.config / --consumer.config."""
+    config = kafka_client_config(bootstrap)
+    lines = [f"bootstrap.servers={bootstrap}", f"security.protocol={config['security_protocol']}"]
+    if config["security_protocol"].startswith("SASL_"):
+        module = "plain.PlainLoginModule" if config["sasl_mechanism"] == "PLAIN" else "scram.ScramLoginModule"
+        lines += [f"sasl.mechanism={config['sasl_mechanism']}",
+                  f"sasl.jaas.config=org.apache.kafka.common.security.{module} required "
+                  f'username="{config["sasl_plain_username"]}" password="{config["sasl_plain_password"]}";']
+    if config["security_protocol"].endswith("SSL") and config.get("ssl_cafile"):
+        lines += ["ssl.truststore.type=PEM", f"ssl.truststore.location={config['ssl_cafile']}"]
+    with tempfile.NamedTemporaryFile("w", prefix="bench-kafka-", suffix=".properties", delete=False) as file:
+        file.write("\n".join(lines) + "\n")
+    os.chmod(file.name, 0o600)
+    atexit.register(os.unlink, file.name)  # it holds a password
+    return file.name
+
+
 def java_tool(cls: str, *args: str) -> str:
     cmd = ["java", "-Xmx512m", "-cp", str(LIBS), f"org.apache.kafka.tools.{cls}", *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, check=False)
@@ -95,8 +117,8 @@ def java_tool(cls: str, *args: str) -> str:
 
 def java_produce(bootstrap: str, topic: str, records: int, size: int) -> tuple[float, float]:
     out = java_tool("ProducerPerformance", "--topic", topic, "--num-records", str(records),
-                    "--record-size", str(size), "--throughput", "-1", "--producer-props",
-                    f"bootstrap.servers={bootstrap}", "acks=all", "enable.idempotence=true",
+                    "--record-size", str(size), "--throughput", "-1", "--producer.config", java_client_config(bootstrap),
+                    "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all", "enable.idempotence=true",
                     f"linger.ms={LINGER_MS}", f"batch.size={BATCH_BYTES}")
     # last line: "1000000 records sent, 345125.9 records/sec (82.28 MB/sec), 3.1 ms avg latency, ..."
     m = re.search(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)", out.strip().splitlines()[-1])
@@ -106,7 +128,7 @@ def java_produce(bootstrap: str, topic: str, records: int, size: int) -> tuple[f
 
 
 def java_consume(bootstrap: str, topic: str, records: int) -> tuple[float, float]:
-    out = java_tool("ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
+    out = java_tool("ConsumerPerformance", "--bootstrap-server", bootstrap, "--consumer.config", java_client_config(bootstrap), "--topic", topic,
                     "--messages", str(records), "--timeout", "60000")
     # header: start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, ...
     lines = [line for line in out.splitlines() if line.strip()]

@@ -39,6 +39,8 @@ from surveil.core.money import Spot  # noqa: E402
 from surveil.events import codec  # noqa: E402
 from surveil.events import models as m  # noqa: E402
 from surveil.runtime import topics  # noqa: E402
+from surveil.runtime.access import PrefixAccess  # noqa: E402
+from surveil.runtime.config import kafka_client_config  # noqa: E402
 from surveil.runtime.inproc import InProcessBus  # noqa: E402
 from surveil.runtime.state import MemoryBackend, RedisBackend  # noqa: E402
 from surveil.settlement.ledger import NAMESPACE, Ledger  # noqa: E402
@@ -100,13 +102,14 @@ def live(events: list[m.Event], bootstrap: str, redis_url: str, instances: int) 
     topics.create_topics(bootstrap, names)
     client = redis.Redis.from_url(redis_url)
     services: list[subprocess.Popen[bytes]] = []
+    access = PrefixAccess(bootstrap, redis_url, topic_prefix, redis_prefix)  # the service as its own principal
     try:
-        producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", enable_idempotence=True, linger_ms=20, batch_size=256 * 1024)
+        producer = KafkaProducer(**kafka_client_config(bootstrap), acks="all", enable_idempotence=True, linger_ms=20, batch_size=256 * 1024)
         for event in events:
             producer.send(topic_prefix + topics.TABLE, key=event.subject.encode(), value=codec.encode(event))
         producer.flush()
         producer.close()
-        probe = KafkaConsumer(bootstrap_servers=bootstrap, group_id=topic_prefix + SettlementProcessor.name, enable_auto_commit=False)
+        probe = KafkaConsumer(**kafka_client_config(bootstrap), group_id=topic_prefix + SettlementProcessor.name, enable_auto_commit=False)
         partitions = [TopicPartition(topic_prefix + topics.TABLE, p) for p in probe.partitions_for_topic(topic_prefix + topics.TABLE)]
         end = {tp: offset for tp, offset in probe.end_offsets(partitions).items() if offset}
 
@@ -115,6 +118,7 @@ def live(events: list[m.Event], bootstrap: str, redis_url: str, instances: int) 
             env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "REDIS_URL": redis_url, "METRICS_PORT": "0",
                    "TOPIC_PREFIX": topic_prefix, "REDIS_PREFIX": redis_prefix, "INSTANCE_ID": f"bench-{number}",
                    "LOG_LEVEL": "WARNING"}
+            env = access.env("settlement", env)
             services.append(subprocess.Popen([str(ROOT / ".venv" / "bin" / "surveil"), "serve", "settlement"],
                                              env=env, stdout=log, stderr=subprocess.STDOUT))
 
@@ -146,6 +150,7 @@ def live(events: list[m.Event], bootstrap: str, redis_url: str, instances: int) 
             service.terminate()
         for service in services:
             service.wait(30)
+        access.close()
         doomed = list(client.scan_iter(match=redis_prefix + "*", count=1000))
         for first in range(0, len(doomed), 500):
             client.unlink(*doomed[first:first + 500])

@@ -46,6 +46,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from surveil.events import codec
 from surveil.events import models as m
+from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
 from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.kafka import Publisher
 from surveil.runtime.topics import ALL_TOPICS, create_topics, delete_topics
@@ -74,13 +75,16 @@ class Deployment:
     reader_port: int = field(default_factory=free_port)
     logs: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="bench-table-side-")))
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    access: PrefixAccess | None = None  # each service as its own principal (docs/security.md)
 
     def __enter__(self) -> Deployment:
         create_topics(self.bootstrap, [self.prefix + t for t in ALL_TOPICS])
+        self.access = PrefixAccess(self.bootstrap, self.redis_url, self.prefix, self.prefix)
         for service in ("shoe-reader", "table-controller"):
             env = {**os.environ, "KAFKA_BOOTSTRAP": self.bootstrap, "REDIS_URL": self.redis_url, "TOPIC_PREFIX": self.prefix,
                    "REDIS_PREFIX": self.prefix, "METRICS_PORT": str(free_port()), "SHOE_READER_PORT": str(self.reader_port),
                    "LOG_LEVEL": "WARNING"}
+            env = self.access.env(service, env)
             log = (self.logs / f"{service}.log").open("wb")
             self.processes.append(subprocess.Popen([str(SURVEIL), "serve", service], env=env, stdout=log, stderr=subprocess.STDOUT))
         deadline = time.monotonic() + 60
@@ -102,6 +106,8 @@ class Deployment:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 process.kill()
+        if self.access is not None:
+            self.access.close()
         delete_topics(self.bootstrap, [self.prefix + t for t in ALL_TOPICS])
         client = redis.Redis.from_url(self.redis_url)
         doomed = list(client.scan_iter(match=self.prefix + "*", count=1000))
@@ -118,8 +124,10 @@ class Deployment:
         return used
 
     def publisher(self) -> Publisher:
-        settings = Settings.from_env("floor-simulator")
-        return Publisher(dataclasses.replace(settings, kafka_bootstrap=self.bootstrap, topic_prefix=self.prefix), linger_ms=20)
+        settings = dataclasses.replace(Settings.from_env("floor-simulator"), kafka_bootstrap=self.bootstrap, topic_prefix=self.prefix)
+        if self.access is not None:
+            settings = self.access.settings(settings, FLOOR_SIMULATOR)
+        return Publisher(settings, linger_ms=20)
 
 
 class Completions(threading.Thread):

@@ -9,6 +9,8 @@
 #   ops/stack.sh restart-kafka [--graceful]  kill-kafka, start it again, wait until it serves
 #   ops/stack.sh env [PRINCIPAL]             print the exports of an admin shell (every password),
 #                                            or of one service: eval "$(ops/stack.sh env settlement)"
+#   ops/stack.sh rotate PRINCIPAL            a new password for PRINCIPAL (Kafka, and Redis if it has
+#                                            a user there), in force at once; restart its service
 #
 # Env: KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093), KAFKA_TLS_PORT (9094; 0: no TLS listener),
 # REDIS_PORT (6379), PROMETHEUS_PORT (9090), PARTITIONS (6: the one partition count of every
@@ -159,28 +161,11 @@ secrets() {
 }
 
 # A CA of the stack's own and the broker's certificate (localhost, 127.0.0.1) for the TLS
-# listener, made when missing or within 30 days of expiring. Clients trust the CA through
-# KAFKA_SSL_CAFILE. Kafka reads the key and the chain as one PEM file (ssl.keystore.type=PEM).
+# listener, made when missing or within 30 days of expiring (ops/tls/certs.sh). Clients trust the
+# CA through KAFKA_SSL_CAFILE.
 tls_certificates() {
-  local dir=$SDIR/tls
-  if [[ -s $dir/broker-keystore.pem ]] && openssl x509 -checkend $((30 * 86400)) -noout -in "$dir/broker.pem" >/dev/null 2>&1 &&
-    openssl x509 -checkend $((30 * 86400)) -noout -in "$dir/ca.pem" >/dev/null 2>&1; then
-    return
-  fi
-  command -v openssl >/dev/null || die "openssl is needed for the TLS listener (or KAFKA_TLS_PORT=0)"
-  say "tls: making a CA and the broker's certificate in $dir"
-  (umask 077 && mkdir -p "$dir")
-  openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -subj "/CN=surveil local stack CA" \
-    -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" \
-    -keyout "$dir/ca.key" -out "$dir/ca.pem" 2>/dev/null
-  openssl req -newkey rsa:2048 -nodes -subj "/CN=localhost" -keyout "$dir/broker.key" -out "$dir/broker.csr" 2>/dev/null
-  openssl x509 -req -in "$dir/broker.csr" -CA "$dir/ca.pem" -CAkey "$dir/ca.key" -CAcreateserial -days 825 \
-    -extfile <(printf '%s\n' "subjectAltName=DNS:localhost,IP:127.0.0.1" "basicConstraints=critical,CA:FALSE" \
-      "keyUsage=critical,digitalSignature,keyEncipherment" "extendedKeyUsage=serverAuth") \
-    -out "$dir/broker.pem" 2>/dev/null
-  cat "$dir/broker.key" "$dir/broker.pem" "$dir/ca.pem" >"$dir/broker-keystore.pem"
-  chmod 600 "$dir"/*.key "$dir/broker-keystore.pem"
-  rm -f "$dir/broker.csr"
+  bash "$ROOT/ops/tls/certs.sh" "$SDIR/tls" localhost 127.0.0.1 | sed 's/^\[tls\]/[stack] tls:/' ||
+    die "could not make the TLS certificates (or KAFKA_TLS_PORT=0 for no TLS listener)"
 }
 
 # `env`: an admin shell's exports (no argument), or one principal's: its Kafka user and, if it
@@ -201,6 +186,40 @@ print_env() {
   else
     echo "unset REDIS_URL"
   fi
+}
+
+# `rotate NAME`: new passwords for a principal, stored on the running broker and Redis (logged in
+# with the old ones), then in .stack/secrets. The admin's: the broker restarts (its own logins
+# use it). Processes logged in with the old password keep their connections; restart them.
+rotate() {
+  local name=${1:?ops/stack.sh rotate PRINCIPAL} kafka_file redis_file variable new
+  [[ " ${KAFKA_PRINCIPALS[*]} " == *" $name "* ]] || die "no principal $name (${KAFKA_PRINCIPALS[*]})"
+  status >/dev/null || die "rotate needs the stack running (ops/stack.sh up)"
+  secrets
+  kafka_file=$SDIR/kafka-$name.password
+  variable=$(password_variable kafka "$name")
+  new=$(openssl rand -hex 24)
+  say "kafka: a new SCRAM credential for $name"
+  env "$variable=$new" "$PY" -m surveil.runtime.access setup --prefix "" | sed 's/^/[stack] kafka: /' ||
+    die "kafka: could not store the new credential; $kafka_file still holds the old password"
+  (umask 077 && echo "$new" >"$kafka_file")
+  redis_file=$SDIR/redis-$name.password
+  if [[ -s $redis_file ]]; then
+    local old_admin=$REDIS_ADMIN_PASSWORD
+    (umask 077 && openssl rand -hex 24 >"$redis_file")
+    secrets
+    (umask 077 && "$PY" -m surveil.runtime.access redis-acl --prefix "" >"$RDIR/users.acl")
+    [[ $(REDISCLI_AUTH=$old_admin redis-cli -h 127.0.0.1 -p "$REDIS_PORT" --user admin acl load 2>&1) == OK ]] ||
+      die "redis: ACL LOAD failed; the new password is in $redis_file, the old one is still in force"
+    say "redis: a new password for $name"
+  fi
+  secrets
+  if [[ $name == admin ]]; then
+    say "kafka: restarting the broker: its own logins use the admin's password"
+    kafka_stop TERM
+    kafka_start
+  fi
+  say "rotated $name: restart what runs as $name (its new credentials: ops/stack.sh env $name)"
 }
 
 # --- Kafka -----------------------------------------------------------------------------------
@@ -265,13 +284,11 @@ EOF
 }
 
 # The broker's data is formatted with the admin's SCRAM credential (KRaft keeps credentials in
-# its metadata log; the admin then stores everyone else's). The stamp names the password it was
-# formatted with.
+# its metadata log; the admin then stores everyone else's). The stamp says it was.
 SCRAM_STAMP=.surveil-scram-admin
 
 kafka_start() {
-  local pid t0 stamp
-  stamp=$(sha256sum "$SDIR/kafka-admin.password" | cut -d' ' -f1)
+  local pid t0
   if pid=$(live_pid "$KDIR/kafka.pid" kafka.Kafka) && ! grep -q '^authorizer.class.name=' "$KDIR/server.properties" 2>/dev/null; then
     say "kafka: running without authentication (started by an ops/stack.sh before the stack was secured): restarting it"
     kafka_stop TERM
@@ -285,8 +302,6 @@ kafka_start() {
     if [[ -f $KDIR/data/meta.properties && ! -f $KDIR/data/$SCRAM_STAMP ]]; then
       say "kafka: $KDIR/data was formatted without SCRAM credentials (before the stack was secured): formatting it afresh; its topics are gone"
       rm -rf "$KDIR/data"
-    elif [[ -f $KDIR/data/$SCRAM_STAMP && $(<"$KDIR/data/$SCRAM_STAMP") != "$stamp" ]]; then
-      die "kafka: $SDIR/kafka-admin.password is not the password $KDIR/data was formatted with: put the old one back, or ops/stack.sh down --wipe (docs/security.md, rotation)"
     fi
     kafka_properties
     if [[ ! -f $KDIR/data/meta.properties ]]; then
@@ -297,7 +312,7 @@ kafka_start() {
         -t "$cluster" -c "$KDIR/server.properties" \
         --add-scram "SCRAM-SHA-256=[name=admin,password=$(<"$SDIR/kafka-admin.password")]" >>"$KDIR/kafka.log" 2>&1 ||
         die "kafka: storage format failed, see $KDIR/kafka.log"
-      echo "$stamp" >"$KDIR/data/$SCRAM_STAMP"
+      date -u +%FT%TZ >"$KDIR/data/$SCRAM_STAMP"
     fi
     say "kafka: starting on 127.0.0.1:$KAFKA_PORT (SASL), :$KAFKA_TLS_PORT (SASL over TLS; 0: none), controller :$KAFKA_CONTROLLER_PORT, log $KDIR/kafka.log"
     t0=$(now)
@@ -465,8 +480,9 @@ case $cmd in
     kafka_start
     ;;
   env) print_env "${1:-}" ;;
+  rotate) rotate "${1:-}" ;;
   *)
-    sed -n '2,23p' "$0" >&2
+    sed -n '2,24p' "$0" >&2
     exit 2
     ;;
 esac

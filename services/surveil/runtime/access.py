@@ -417,17 +417,26 @@ class PrefixAccess:
 
 
 def _setup(prefix: str) -> int:
-    from .config import kafka_client_config
+    """Every principal's SCRAM credential, then the ACLs; the admin's own credential last, and
+    only when it changes (KAFKA_ADMIN_PASSWORD other than the KAFKA_PASSWORD this logs in with:
+    a rotation), since from then on the old password no longer logs in."""
+    from .config import Settings
 
-    client = kafka_client_config()
-    users = upsert_scram_users(client, kafka_passwords())
+    settings = Settings.from_env(ADMIN)
+    client = settings.kafka_client()
+    passwords = kafka_passwords()
+    others = {name: password for name, password in passwords.items() if name != ADMIN}
+    users = upsert_scram_users(client, others)
     print(f"SCRAM credentials ({SCRAM_MECHANISM}) stored for {', '.join(users) or 'nobody (no KAFKA_<NAME>_PASSWORD set)'}")
-    missing = [p for p, password in kafka_passwords().items() if not password]
+    missing = [p for p, password in passwords.items() if not password]
     if missing:
         print(f"WARNING: no password for {', '.join(missing)}: those principals cannot log in", file=sys.stderr)
     grants = kafka_grants(prefix)
     apply_grants(client, grants)
     print(f"{len(grants)} ACLs in force for the principals of prefix {prefix!r}")
+    if passwords[ADMIN] and settings.kafka_username == ADMIN and passwords[ADMIN] != settings.kafka_password:
+        upsert_scram_users(client, {ADMIN: passwords[ADMIN]})
+        print("the admin's SCRAM credential changed: log in with KAFKA_ADMIN_PASSWORD from now on (the broker too)")
     return 0
 
 

@@ -28,6 +28,7 @@ import pytest
 import yaml
 
 from surveil.cli import SERVICES as SERVE_TARGETS
+from surveil.runtime import access
 
 ROOT = Path(__file__).resolve().parents[3]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -38,25 +39,34 @@ CODE = ROOT / "services" / "surveil"
 PROMETHEUS_DIR = ROOT / "ops" / "prometheus"
 LOCAL_PROMETHEUS = PROMETHEUS_DIR / "prometheus.yml"
 
-# Set outside .env on purpose (it is in git): the tests supply a stand-in.
-SECRETS = {"GRAFANA_ADMIN_PASSWORD": "only-a-test-value"}
+# Set outside .env on purpose (it is in git): the tests supply stand-ins, each its own value so
+# that a test can tell which one a service got.
+SECRETS = {
+    "GRAFANA_ADMIN_PASSWORD": "only-a-test-value",
+    **{access.password_variable("kafka", p): f"test-kafka-{p}" for p in access.KAFKA_PRINCIPALS},
+    **{access.password_variable("redis", u): f"test-redis-{u}" for u in access.REDIS_USERS},
+}
 
-INFRASTRUCTURE = {"kafka", "kafka-init", "redis", "prometheus", "grafana"}
-ONE_SHOT = {"kafka-init"}
+INFRASTRUCTURE = {"kafka", "kafka-init", "kafka-access", "redis", "prometheus", "grafana"}
+ONE_SHOT = {"kafka-init", "kafka-access"}
 # Consumer-group members: more replicas share the partitions (docs/deployment.md, "Scaling").
 SCALABLE = {"table-controller", "settlement", "anomaly-detection"}
 DEPENDENCY_CONDITIONS = {"service_started", "service_healthy", "service_completed_successfully"}
 
 # What each service cannot do without (the code's defaults point at 127.0.0.1, which inside a
 # container is the container itself). A service `surveil serve` gains later gets BASELINE.
-BASELINE = {"KAFKA_BOOTSTRAP", "METRICS_PORT", "LOG_LEVEL"}
+# Every Kafka client logs in (docs/security.md).
+KAFKA_LOGIN = {"KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_MECHANISM", "KAFKA_USERNAME", "KAFKA_PASSWORD"}
+BASELINE = {"KAFKA_BOOTSTRAP", "METRICS_PORT", "LOG_LEVEL"} | KAFKA_LOGIN
 REQUIRED_ENV = {
     "shoe-reader": BASELINE | {"PARTITIONS", "SHOE_READER_PORT"},
     "table-controller": BASELINE | {"PARTITIONS", "REDIS_URL"},
     "settlement": BASELINE | {"PARTITIONS", "REDIS_URL"},
     "anomaly-detection": BASELINE | {"PARTITIONS"},  # faust's topic and table partitions
     "lag-exporter": BASELINE,
-    "kafka-init": {"KAFKA_BOOTSTRAP", "PARTITIONS"},
+    "kafka-init": {"KAFKA_BOOTSTRAP", "PARTITIONS"} | KAFKA_LOGIN,
+    # Stores every principal's SCRAM credential: all their passwords.
+    "kafka-access": {"KAFKA_BOOTSTRAP"} | KAFKA_LOGIN | {access.password_variable("kafka", p) for p in access.KAFKA_PRINCIPALS},
 }
 
 
@@ -388,7 +398,7 @@ def test_every_service_has_an_image_and_a_build_context_that_exists(deployment: 
             assert service.build_context == ROOT, f"{name}: built from {service.build_context}"
             assert (service.build_context / service.dockerfile).is_file(), f"{name}: no {service.dockerfile}"
     built = {n for n, s in deployment.services.items() if s.build_context is not None}
-    assert built == set(SERVE_TARGETS) | {"kafka-init"}, "the surveil image and only it is built here"
+    assert built == set(SERVE_TARGETS) | ONE_SHOT, "the surveil image and only it is built here"
     assert {deployment.services[n].image for n in built} == {deployment.image}, "one image, built once"
     assert deployment.image.split(":")[-1] != "latest", "the surveil image is tagged with a version"
 
@@ -443,6 +453,20 @@ def test_kafka_init_creates_the_topics_once_kafka_is_healthy(deployment: Deploym
     assert init.restart in (None, "no"), "a one-shot job: restarting it would hide a failure"
 
 
+def test_kafka_access_stores_the_credentials_and_the_acls_once_kafka_is_healthy(deployment: Deployment) -> None:
+    job = deployment.services["kafka-access"]
+    assert job.image == deployment.image
+    assert job.entrypoint[:3] == ["python", "-m", "surveil.runtime.access"] and job.command[:1] == ["setup"]
+    assert callable(access.main)
+    assert job.depends_on == {"kafka": "service_healthy"}
+    assert job.restart in (None, "no")
+    assert job.environment["KAFKA_USERNAME"] == access.ADMIN
+    assert job.environment["KAFKA_PASSWORD"] == SECRETS["KAFKA_ADMIN_PASSWORD"]
+    for principal in access.KAFKA_PRINCIPALS:
+        variable = access.password_variable("kafka", principal)
+        assert job.environment[variable] == SECRETS[variable], f"kafka-access does not get {variable}"
+
+
 def test_depends_on_names_existing_services_with_valid_conditions(deployment: Deployment) -> None:
     for name, service in deployment.services.items():
         for target, condition in service.depends_on.items():
@@ -463,19 +487,20 @@ def test_depends_on_names_existing_services_with_valid_conditions(deployment: De
 def test_services_start_after_the_topics_and_redis(deployment: Deployment) -> None:
     for name, service in deployment.python_services.items():
         assert service.depends_on.get("kafka-init") == "service_completed_successfully", name
+        assert service.depends_on.get("kafka-access") == "service_completed_successfully", f"{name} starts before its ACLs exist"
         if "REDIS_URL" in service.environment:
             assert service.depends_on.get("redis") == "service_healthy", name
     assert deployment.services["grafana"].depends_on.get("prometheus") == "service_healthy"
 
 
 def test_every_variable_a_surveil_container_gets_is_one_the_code_reads(deployment: Deployment) -> None:
-    for name, service in [*deployment.python_services.items(), ("kafka-init", deployment.services["kafka-init"])]:
+    for name, service in [*deployment.python_services.items(), *((job, deployment.services[job]) for job in sorted(ONE_SHOT))]:
         unread = set(service.environment) - set(CODE_VARIABLES)
         assert not unread, f"{name} gets {sorted(unread)}, which no code in services/surveil reads"
 
 
 def test_every_variable_a_service_needs_is_provided(deployment: Deployment) -> None:
-    for name, service in [*deployment.python_services.items(), ("kafka-init", deployment.services["kafka-init"])]:
+    for name, service in [*deployment.python_services.items(), *((job, deployment.services[job]) for job in sorted(ONE_SHOT))]:
         needed = REQUIRED_ENV.get(name, BASELINE)
         missing = needed - set(service.environment)
         assert not missing, f"{name} lacks {sorted(missing)}"
@@ -485,9 +510,11 @@ def test_every_variable_a_service_needs_is_provided(deployment: Deployment) -> N
             assert "127.0.0.1" not in value and "localhost" not in value, f"{name}: {variable}={value} is the container itself"
         if "REDIS_URL" in service.environment:
             url = service.environment["REDIS_URL"]
-            match = re.fullmatch(r"redis://([^:/]+):(\d+)/(\d+)", url)
-            assert match and match[1] in deployment.services, f"{name}: REDIS_URL={url}"
-            assert match[2] in deployment.services["redis"].raw["command"], "Redis listens on the port the URL names"
+            match = re.fullmatch(r"redis://([^:@/]+):([^@/]+)@([^:/]+):(\d+)/(\d+)", url)
+            assert match and match[3] in deployment.services, f"{name}: REDIS_URL={url}"
+            assert match[4] in deployment.services["redis"].raw["command"], "Redis listens on the port the URL names"
+            # Its own Redis user (docs/security.md), with that user's password.
+            assert match[1] == name and match[2] == SECRETS[access.password_variable("redis", name)], f"{name}: REDIS_URL as {match[1]}"
 
 
 def test_instance_ids_stay_unique_per_replica(deployment: Deployment) -> None:
@@ -569,7 +596,7 @@ def test_ports_are_the_ones_the_services_listen_on(deployment: Deployment) -> No
     # Replicas of a consumer service cannot share a host port: theirs stay on the compose network.
     for name in SCALABLE:
         assert not deployment.services[name].ports, f"{name} publishes a port, so it cannot be scaled"
-    for name in ("redis", "kafka-init", *deployment.python_services):
+    for name in ("redis", *ONE_SHOT, *deployment.python_services):
         if name != "shoe-reader":
             assert not deployment.services[name].ports, f"{name} needs no port on the host"
 
@@ -685,6 +712,76 @@ def test_the_interpolator_resolves_as_compose_does() -> None:
     with pytest.raises(MissingVariable, match="E: why"):
         interpolate("${E:?why}", env)
     assert interpolate("${E?why}", env) == ""
+
+
+# --- access control (docs/security.md) ------------------------------------------------------
+
+
+def test_kafka_authenticates_every_client_and_authorizes_with_acls(deployment: Deployment, env: dict[str, str]) -> None:
+    kafka = deployment.services["kafka"].environment
+    protocols = dict(item.split(":", 1) for item in kafka["KAFKA_LISTENER_SECURITY_PROTOCOL_MAP"].split(","))
+    assert set(protocols.values()) <= {"SASL_PLAINTEXT", "SASL_SSL"}, f"a listener without authentication: {protocols}"
+    controller = kafka["KAFKA_CONTROLLER_LISTENER_NAMES"]
+    clients = {name: protocol for name, protocol in protocols.items() if name != controller}
+    assert set(clients.values()) == {env["KAFKA_SECURITY_PROTOCOL"]}, clients
+    assert env["KAFKA_SECURITY_PROTOCOL"] in ("SASL_PLAINTEXT", "SASL_SSL")
+    assert kafka["KAFKA_SASL_ENABLED_MECHANISMS"] == kafka["KAFKA_SASL_MECHANISM_INTER_BROKER_PROTOCOL"] == access.SCRAM_MECHANISM
+    assert kafka["KAFKA_AUTHORIZER_CLASS_NAME"] == "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+    assert kafka["KAFKA_SUPER_USERS"] == f"User:{access.ADMIN}"
+    assert kafka["KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND"] == "false"
+    # The image drops KAFKA_* values with a '=' (every JAAS line has one): the start script writes them.
+    assert not [k for k, v in kafka.items() if k.startswith("KAFKA_") and "=" in v], "a KAFKA_* value the image would drop"
+    assert kafka["SCRAM_ADMIN_PASSWORD"] == SECRETS["KAFKA_ADMIN_PASSWORD"]
+    assert deployment.services["kafka"].command == ["bash", "/etc/kafka/surveil/compose-start.sh"]
+    start = next(source for kind, source, target in deployment.services["kafka"].mounts if target == "/etc/kafka/surveil/compose-start.sh")
+    script = Path(start).read_text(encoding="utf-8")
+    assert "--add-scram" in script and "exec /etc/kafka/docker/run" in script
+    for listener in protocols:
+        assert f"listener.name.{listener.lower()}." in script, f"no SASL login configuration for the {listener} listener"
+    probe = " ".join(deployment.services["kafka"].healthcheck or [])
+    assert "--command-config /tmp/admin-client.properties" in probe and "/tmp/admin-client.properties" in script
+
+
+def test_each_service_logs_in_as_its_own_principal(deployment: Deployment, env: dict[str, str]) -> None:
+    for name, service in deployment.python_services.items():
+        login = service.environment
+        assert login["KAFKA_USERNAME"] == name, f"{name} logs in as {login['KAFKA_USERNAME']}"
+        assert login["KAFKA_PASSWORD"] == SECRETS[access.password_variable("kafka", name)], f"{name}: another principal's password"
+        assert login["KAFKA_SECURITY_PROTOCOL"] == env["KAFKA_SECURITY_PROTOCOL"]
+        assert login["KAFKA_SASL_MECHANISM"] == access.SCRAM_MECHANISM
+        # The CA it trusts with SASL_SSL is mounted where KAFKA_SSL_CAFILE says.
+        cafile = Path(login["KAFKA_SSL_CAFILE"])
+        assert any(kind == "bind" and cafile.parent == Path(target) for kind, _, target in service.mounts), f"{name}: no CA at {cafile}"
+    assert set(deployment.python_services) <= set(access.SERVICES)
+    for job in ONE_SHOT:
+        assert deployment.services[job].environment["KAFKA_USERNAME"] == access.ADMIN
+
+
+def _redis_users(command: list[str]) -> dict[str, list[str]]:
+    """``--user NAME RULE...`` of redis-server's command line: {name: rules}."""
+    users: dict[str, list[str]] = {}
+    at = 0
+    while at < len(command):
+        if command[at] != "--user":
+            at += 1
+            continue
+        end = at + 2
+        while end < len(command) and not command[end].startswith("--"):
+            end += 1
+        users[command[at + 1]] = command[at + 2:end]
+        at = end
+    return users
+
+
+def test_redis_has_the_users_of_the_access_plan(deployment: Deployment) -> None:
+    users = _redis_users(deployment.services["redis"].command)
+    assert set(users) == {"default", *access.REDIS_USERS}, sorted(users)
+    assert users["default"] == ["on", *access.DEFAULT_USER_RULES], "the default user: PING only, for the health check"
+    for user in access.REDIS_USERS:
+        rules = users[user]
+        assert rules[:2] == ["on", f">{SECRETS[access.password_variable('redis', user)]}"], f"{user}: {rules[:2]}"
+        assert rules[2:] == access.redis_rules(user), f"{user}: the rules differ from surveil.runtime.access.redis_rules"
+    assert "redis-cli" in " ".join(deployment.services["redis"].healthcheck or []) and "--user" not in " ".join(deployment.services["redis"].healthcheck or [])
 
 
 # --- the image -------------------------------------------------------------------------------

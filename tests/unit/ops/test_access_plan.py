@@ -1,0 +1,167 @@
+"""The access plan (surveil.runtime.access) and the client security settings
+(surveil.runtime.config), without a broker: who may write and read what follows DESIGN.md's topic
+table, the names in the ACLs are the names the code uses, and secrets go where they should and
+nowhere else. tests/integration/test_access.py checks the same on the real broker and Redis."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+
+import pytest
+
+from surveil.runtime import access, topics
+from surveil.runtime.config import Settings, kafka_client_config, redacted
+from surveil.runtime.lag_exporter import GROUPS
+from surveil.runtime.state import MemoryBackend, State
+
+# DESIGN.md, "Topics": the producer of each topic; every service may write the dead letters.
+PRODUCERS = {
+    topics.SHOE: access.SHOE_READER,
+    topics.TABLE: access.TABLE_CONTROLLER,
+    topics.SETTLEMENT: access.SETTLEMENT_SERVICE,
+    topics.ALERTS: access.ANOMALY_DETECTION,
+    topics.INPUTS: access.FLOOR_SIMULATOR,
+}
+
+
+def by_principal(grants: list[access.Grant]) -> dict[str, set[tuple[str, str, str, str]]]:
+    found: dict[str, set[tuple[str, str, str, str]]] = defaultdict(set)
+    for grant in grants:
+        found[grant.principal].add((grant.operation, grant.resource, grant.name, grant.pattern))
+    return found
+
+
+def test_each_topic_is_written_by_its_producer_and_the_dead_letters_by_every_service() -> None:
+    writes = {(g.principal, g.name) for g in access.kafka_grants() if g.resource == "topic" and g.operation == "write" and g.pattern == "literal"}
+    system = {(principal, topic) for principal, topic in writes if topic in topics.ALL_TOPICS}
+    expected = {(producer, topic) for topic, producer in PRODUCERS.items()}
+    expected |= {(service, topics.DEADLETTER) for service in access.SERVICES if service != access.LAG_EXPORTER}
+    assert system == expected
+    # Nobody writes anything else but anomaly-detection, under its app id.
+    assert {(p, t) for p, t in writes if t not in topics.ALL_TOPICS} == set()
+    prefixed = [g for g in access.kafka_grants() if g.pattern == "prefixed" and g.resource == "topic" and g.operation in ("write", "create")]
+    assert {(g.principal, g.name) for g in prefixed} == {(access.ANOMALY_DETECTION, "anomaly-detection")}
+
+
+def test_nobody_has_a_cluster_acl_or_all_operations() -> None:
+    for grant in access.kafka_grants():
+        assert grant.resource in ("topic", "group", "transactional_id"), grant
+        assert grant.operation in ("read", "write", "create", "describe", "describe_configs"), grant
+        assert grant.principal in access.KAFKA_PRINCIPALS and grant.principal != access.ADMIN, grant
+
+
+def test_the_lag_exporter_and_the_floor_only_see_what_they_must() -> None:
+    plan = by_principal(access.kafka_grants())
+    assert {op for op, *_ in plan[access.LAG_EXPORTER]} == {"describe"}
+    assert {name for op, resource, name, _ in plan[access.LAG_EXPORTER] if resource == "group"} == set(GROUPS)
+    assert plan[access.FLOOR_SIMULATOR] == {("write", "topic", topics.INPUTS, "literal")}
+
+
+def test_the_groups_and_transactional_ids_are_the_ones_the_code_uses() -> None:
+    from surveil.settlement.processor import SettlementProcessor
+    from surveil.table_controller.processor import TableController
+
+    plan = by_principal(access.kafka_grants("it-x."))
+    for processor, principal in ((SettlementProcessor, access.SETTLEMENT_SERVICE), (TableController, access.TABLE_CONTROLLER)):
+        # KafkaRunner: group <prefix><name>, transactional id <prefix><name>-<instance>.
+        assert ("read", "group", f"it-x.{processor.name}", "literal") in plan[principal]
+        assert ("write", "transactional_id", f"it-x.{processor.name}-", "prefixed") in plan[principal]
+    # faust: app id <prefix>anomaly-detection is the group, the internal topics' and changelogs' prefix.
+    assert ("read", "group", "it-x.anomaly-detection", "prefixed") in plan[access.ANOMALY_DETECTION]
+    assert ("create", "topic", "it-x.anomaly-detection", "prefixed") in plan[access.ANOMALY_DETECTION]
+
+
+def test_a_prefix_goes_in_front_of_every_name() -> None:
+    plain, prefixed = access.kafka_grants(), access.kafka_grants("it-x.")
+    assert [dataclasses.replace(g, name="it-x." + g.name) for g in plain] == prefixed
+
+
+def test_each_redis_user_owns_exactly_its_services_namespace() -> None:
+    # runtime/state.py: every key of a service is <namespace>:...
+    for user, namespace in access.REDIS_NAMESPACES.items():
+        assert State(MemoryBackend(), namespace).key("x", "y").startswith(f"{namespace}:")
+        rules = access.redis_rules(user, "p:")
+        assert [r for r in rules if r.startswith("~")] == [f"~p:{namespace}:*"]
+        assert rules.index("-@all") < rules.index("+@read") < rules.index("-@dangerous"), "categories apply in order"
+        assert "-scan" in rules and "-function" in rules and "+@all" not in rules
+    from surveil.settlement.ledger import NAMESPACE
+    from surveil.table_controller.processor import TableController
+
+    assert access.REDIS_NAMESPACES == {access.SETTLEMENT_SERVICE: NAMESPACE, access.TABLE_CONTROLLER: TableController.name}
+    assert access.redis_rules(access.ADMIN) == ["~*", "&*", "+@all"]
+
+
+def test_the_redis_acl_file_holds_hashes_not_passwords() -> None:
+    text = access.redis_acl_file({access.ADMIN: "secret-a", access.SETTLEMENT_SERVICE: "secret-s", access.TABLE_CONTROLLER: ""})
+    assert "secret" not in text
+    lines = text.splitlines()
+    assert lines[0] == "user default on nopass resetkeys resetchannels -@all +ping"
+    assert [line.split()[1] for line in lines] == ["default", access.ADMIN, access.SETTLEMENT_SERVICE]  # no password, no user
+
+
+OPERATOR = {
+    "KAFKA_BOOTSTRAP": "127.0.0.1:9092", "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAFKA_USERNAME": "admin",
+    "KAFKA_PASSWORD": "pw-admin", "REDIS_URL": "redis://admin:r-admin@127.0.0.1:6379/0", "PATH": "/usr/bin",
+    **{access.password_variable("kafka", p): f"pw-{p}" for p in access.KAFKA_PRINCIPALS},
+    **{access.password_variable("redis", u): f"r-{u}" for u in access.REDIS_USERS},
+}
+
+
+def test_a_service_environment_holds_its_own_credentials_and_no_other_secret() -> None:
+    env = access.service_env(access.SETTLEMENT_SERVICE, OPERATOR)
+    assert env["KAFKA_USERNAME"] == "settlement" and env["KAFKA_PASSWORD"] == "pw-settlement"
+    assert env["REDIS_URL"] == "redis://settlement:r-settlement@127.0.0.1:6379/0"
+    assert env["PATH"] == "/usr/bin" and env["KAFKA_BOOTSTRAP"] == "127.0.0.1:9092"
+    assert not set(env) & access.SECRET_VARIABLES
+    assert not [v for v in env.values() if "admin" in v]
+    shoe = access.service_env(access.SHOE_READER, OPERATOR)
+    assert "REDIS_URL" not in shoe, "no Redis user of its own: no Redis at all"
+    # A broker without authentication: the environment as it is.
+    assert access.service_env(access.SETTLEMENT_SERVICE, {"KAFKA_BOOTSTRAP": "b"}) == {"KAFKA_BOOTSTRAP": "b"}
+
+
+def test_redis_url_for_keeps_the_address_and_quotes_the_credentials() -> None:
+    assert access.redis_url_for("redis://127.0.0.1:6379/0", "it-x:settlement", "p@ss") == "redis://it-x%3Asettlement:p%40ss@127.0.0.1:6379/0"
+    assert access.redis_url_for("redis://admin:x@redis:6379/2", "settlement", "y") == "redis://settlement:y@redis:6379/2"
+
+
+def test_settings_read_the_client_security_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("KAFKA_SECURITY_PROTOCOL", "KAFKA_USERNAME", "KAFKA_PASSWORD", "KAFKA_SASL_MECHANISM", "KAFKA_SSL_CAFILE"):
+        monkeypatch.delenv(name, raising=False)
+    assert Settings.from_env("x").kafka_client()["security_protocol"] == "PLAINTEXT"  # no credentials: none sent
+    monkeypatch.setenv("KAFKA_USERNAME", "settlement")
+    monkeypatch.setenv("KAFKA_PASSWORD", "pw")
+    client = Settings.from_env("x").kafka_client()
+    assert client["security_protocol"] == "SASL_PLAINTEXT" and client["sasl_mechanism"] == "SCRAM-SHA-256"
+    assert (client["sasl_plain_username"], client["sasl_plain_password"]) == ("settlement", "pw")
+    assert "pw" not in repr(Settings.from_env("x"))
+    monkeypatch.setenv("KAFKA_SECURITY_PROTOCOL", "SASL_SSL")
+    monkeypatch.setenv("KAFKA_SSL_CAFILE", "/etc/surveil/tls/ca.pem")
+    client = kafka_client_config("kafka:9092")
+    assert client["bootstrap_servers"] == "kafka:9092" and client["ssl_cafile"] == "/etc/surveil/tls/ca.pem" and client["ssl_check_hostname"]
+    monkeypatch.delenv("KAFKA_USERNAME")
+    with pytest.raises(ValueError, match="KAFKA_USERNAME"):
+        Settings.from_env("x").kafka_client()
+
+
+def test_faust_gets_the_same_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
+    import faust
+
+    settings = Settings.from_env("x")
+    plain = dataclasses.replace(settings, kafka_security_protocol="PLAINTEXT")
+    assert plain.faust_credentials() is None
+    sasl = dataclasses.replace(settings, kafka_security_protocol="SASL_PLAINTEXT", kafka_username="anomaly-detection", kafka_password="pw")
+    credentials = sasl.faust_credentials()
+    assert isinstance(credentials, faust.SASLCredentials)
+    assert (credentials.username, credentials.password, credentials.mechanism.value) == ("anomaly-detection", "pw", "SCRAM-SHA-256")
+    assert credentials.ssl_context is None
+    tls = dataclasses.replace(sasl, kafka_security_protocol="SASL_SSL").faust_credentials()
+    assert tls.protocol.value == "SASL_SSL" and tls.ssl_context is not None
+
+
+def test_a_redis_password_never_reaches_a_log_line() -> None:
+    settings = dataclasses.replace(Settings.from_env("x"), redis_url="redis://settlement:s3cret@redis:6379/0")
+    assert "s3cret" not in repr(settings)
+    assert settings.redis_url_redacted == "redis://settlement:***@redis:6379/0"
+    assert redacted("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
