@@ -10,6 +10,9 @@ import structlog
 
 def configure(service: str, level: str = "INFO") -> structlog.stdlib.BoundLogger:
     logging.basicConfig(stream=sys.stderr, level=level, format="%(message)s")
+    # kafka-python warns "Exchanging credentials in the clear" at every SCRAM login over
+    # SASL_PLAINTEXT; SCRAM sends a salted proof, never the password (docs/security.md).
+    logging.getLogger("kafka.net.sasl.scram").setLevel(logging.ERROR)
     structlog.configure(
         processors=[
             structlog.contextvars.merge_contextvars,
