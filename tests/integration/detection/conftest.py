@@ -14,6 +14,8 @@ import redis
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "table_side"))
 from table_side_deployment import TableSide, free_port  # noqa: E402
 
+from surveil.runtime.access import PrefixAccess  # noqa: E402
+
 SERVICES = ("shoe-reader", "table-controller", "settlement", "anomaly-detection")
 
 
@@ -30,9 +32,10 @@ class Pipeline(TableSide):
 @pytest.fixture
 def pipeline(
     kafka_bootstrap: str, redis_url: str, unique_topics: dict[str, str], topic_prefix: str,
-    redis_prefix: str, redis_client: redis.Redis, tmp_path: Path,
+    redis_prefix: str, redis_client: redis.Redis, tmp_path: Path, prefix_access: PrefixAccess,
 ) -> Iterator[Pipeline]:
-    deployment = Pipeline(kafka_bootstrap, redis_url, topic_prefix, redis_prefix, tmp_path)
+    # Each service (and the simulator) as its own principal, with the ACLs of the test's prefix.
+    deployment = Pipeline(kafka_bootstrap, redis_url, topic_prefix, redis_prefix, tmp_path, prefix_access)
     try:
         yield deployment
     finally:
