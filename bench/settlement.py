@@ -68,8 +68,8 @@ def seven_seats(seed: int) -> Bets:
     return bets
 
 
-def offline(events: list[m.Event]) -> tuple[float, int, MemoryBackend]:
-    """Seconds to settle ``events`` offline, the bets settled, and the ledger."""
+def offline(events: list[m.Event]) -> tuple[float, float, int, MemoryBackend]:
+    """Seconds (wall, CPU) to settle ``events`` offline, the bets settled, and the ledger."""
     backend = MemoryBackend()
     bus = InProcessBus(backend)
     bus.attach(SettlementProcessor())
@@ -80,11 +80,11 @@ def offline(events: list[m.Event]) -> tuple[float, int, MemoryBackend]:
         settled += isinstance(event, m.BetSettled)
 
     bus.tap(count)
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for first in range(0, len(events), 1000):
         bus.publish(events[first:first + 1000])
         bus.run()
-    return time.perf_counter() - start, settled, backend
+    return time.perf_counter() - start, time.process_time() - cpu_start, settled, backend
 
 
 def cpu_seconds(pid: int) -> float:
@@ -139,7 +139,7 @@ def live(events: list[m.Event], bootstrap: str, redis_url: str, instances: int) 
         cpu = sum(cpu_seconds(service.pid) for service in services) - cpu_start
         probe.close()
 
-        _, _, reference = offline(events)
+        *_, reference = offline(events)
         expected, stored = Ledger(reference), Ledger(backend)
         for shift in expected.shifts():
             differences = compare(expected.shift(shift), stored.shift(shift))
@@ -169,10 +169,11 @@ def main() -> None:
     args = parser.parse_args()
 
     events = floor([f"BENCH-T{n:02d}" for n in range(1, args.tables + 1)], args.rounds, seven_seats(args.seed), seed=args.seed)
-    seconds, bets, _ = offline(events)
+    seconds, cpu, bets, _ = offline(events)
     print(f"workload: {args.tables} tables x {args.rounds} rounds, {len(events):,} table events, {bets:,} bets settled "
           f"({bets / (args.tables * args.rounds):.1f} a round)")
-    print(f"offline (InProcessBus, MemoryBackend): {bets / seconds:,.0f} bets settled/s ({seconds:.2f} s)")
+    print(f"offline (InProcessBus, MemoryBackend): {bets / seconds:,.0f} bets settled/s ({seconds:.2f} s); "
+          f"{bets / cpu:,.0f} bets per CPU second")
     if not args.offline_only:
         seconds, cpu = live(events, args.bootstrap, args.redis, args.instances)
         print(f"live ({args.instances} x surveil serve settlement, Kafka + Redis): {bets / seconds:,.0f} bets settled/s "
