@@ -74,19 +74,21 @@ class Deployment:
     prefix: str = field(default_factory=lambda: f"bench-{uuid.uuid4().hex[:8]}.")
     reader_port: int = field(default_factory=free_port)
     logs: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="bench-table-side-")))
-    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    controllers: int = 1  # table-controller instances: one consumer group, the tables' partitions split among them
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     access: PrefixAccess | None = None  # each service as its own principal (docs/security.md)
 
     def __enter__(self) -> Deployment:
         create_topics(self.bootstrap, [self.prefix + t for t in ALL_TOPICS])
         self.access = PrefixAccess(self.bootstrap, self.redis_url, self.prefix, self.prefix)
-        for service in ("shoe-reader", "table-controller"):
+        instances = [("shoe-reader", "shoe-reader")] + [("table-controller", f"table-controller-{n}") for n in range(1, self.controllers + 1)]
+        for service, name in instances:
             env = {**os.environ, "KAFKA_BOOTSTRAP": self.bootstrap, "REDIS_URL": self.redis_url, "TOPIC_PREFIX": self.prefix,
                    "REDIS_PREFIX": self.prefix, "METRICS_PORT": str(free_port()), "SHOE_READER_PORT": str(self.reader_port),
-                   "LOG_LEVEL": "WARNING"}
+                   "INSTANCE_ID": name, "LOG_LEVEL": "WARNING"}
             env = self.access.env(service, env)
-            log = (self.logs / f"{service}.log").open("wb")
-            self.processes.append(subprocess.Popen([str(SURVEIL), "serve", service], env=env, stdout=log, stderr=subprocess.STDOUT))
+            log = (self.logs / f"{name}.log").open("wb")
+            self.processes[name] = subprocess.Popen([str(SURVEIL), "serve", service], env=env, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -99,9 +101,9 @@ class Deployment:
         return self
 
     def __exit__(self, *_: object) -> None:
-        for process in self.processes:
+        for process in self.processes.values():
             process.terminate()
-        for process in self.processes:
+        for process in self.processes.values():
             try:
                 process.wait(timeout=30)
             except subprocess.TimeoutExpired:
@@ -117,10 +119,11 @@ class Deployment:
     def cpu_seconds(self) -> dict[str, float]:
         """CPU time each service used so far (user + system, from /proc)."""
         tick = os.sysconf("SC_CLK_TCK")
-        used = {}
-        for name, process in zip(("shoe-reader", "table-controller"), self.processes):
+        used: dict[str, float] = {}
+        for name, process in self.processes.items():
             fields = Path(f"/proc/{process.pid}/stat").read_text().rpartition(")")[2].split()
-            used[name] = (int(fields[11]) + int(fields[12])) / tick
+            service = "shoe-reader" if name == "shoe-reader" else "table-controller"
+            used[service] = used.get(service, 0.0) + (int(fields[11]) + int(fields[12])) / tick
         return used
 
     def publisher(self) -> Publisher:
@@ -173,9 +176,9 @@ def prepared(tables: int, seed: int, seconds: float | None = None) -> SimpleName
                            rounds=sum(isinstance(a, TableInput) and isinstance(a.event, m.Result) for a in actions))
 
 
-def real_pace(bootstrap: str, redis_url: str, tables: int, seconds: float) -> dict[str, Any]:
+def real_pace(bootstrap: str, redis_url: str, tables: int, seconds: float, controllers: int) -> dict[str, Any]:
     floor = prepared(tables, 1, seconds)
-    with Deployment(bootstrap, redis_url) as deployment:
+    with Deployment(bootstrap, redis_url, controllers=controllers) as deployment:
         completions = Completions(deployment)
         completions.start()
         publisher = deployment.publisher()
@@ -223,10 +226,10 @@ def real_pace(bootstrap: str, redis_url: str, tables: int, seconds: float) -> di
         }
 
 
-def full_speed(bootstrap: str, redis_url: str, tables: int) -> dict[str, Any]:
+def full_speed(bootstrap: str, redis_url: str, tables: int, controllers: int) -> dict[str, Any]:
     floor = prepared(tables, 2)
     rounds = floor.rounds
-    with Deployment(bootstrap, redis_url) as deployment:
+    with Deployment(bootstrap, redis_url, controllers=controllers) as deployment:
         completions = Completions(deployment)
         completions.start()
         publisher = deployment.publisher()
@@ -269,11 +272,12 @@ def main() -> None:
     parser.add_argument("--tables", default="6000", help="comma-separated table counts to try at real pace (empty: none)")
     parser.add_argument("--seconds", type=float, default=180, help="length of each real-pace run")
     parser.add_argument("--full-speed-tables", type=int, default=200, help="tables (one shoe each) for the full-speed run (0: none)")
+    parser.add_argument("--controllers", type=int, default=1, help="table-controller instances")
     args = parser.parse_args()
     for tables in [int(n) for n in args.tables.split(",") if n]:
-        r = real_pace(args.bootstrap, args.redis, tables, args.seconds)
+        r = real_pace(args.bootstrap, args.redis, tables, args.seconds, args.controllers)
         print(
-            f"real pace, {r['tables']} tables, {args.seconds:.0f} s: {r['rounds']} rounds ({r['rounds_per_s']:.1f}/s); "
+            f"real pace, {r['tables']} tables, {args.controllers} controller(s), {args.seconds:.0f} s: {r['rounds']} rounds ({r['rounds_per_s']:.1f}/s); "
             f"latency p50 {r['p50']:.2f} s, p99 {r['p99']:.2f} s (first half {r['p99_first_half']:.2f}, second half "
             f"{r['p99_second_half']:.2f}), max {r['max']:.2f} s; {'sustained' if r['sustained'] else 'NOT sustained'}; CPU "
             + ", ".join(f"{name} {share:.0%}" for name, share in r["cpu_share"].items())
@@ -281,9 +285,9 @@ def main() -> None:
             flush=True,
         )
     if args.full_speed_tables:
-        r = full_speed(args.bootstrap, args.redis, args.full_speed_tables)
+        r = full_speed(args.bootstrap, args.redis, args.full_speed_tables, args.controllers)
         print(
-            f"full speed, {r['tables']} tables x 1 shoe: {r['completed']}/{r['rounds']} rounds completed in {r['seconds']:.1f} s "
+            f"full speed, {r['tables']} tables x 1 shoe, {args.controllers} controller(s): {r['completed']}/{r['rounds']} rounds completed in {r['seconds']:.1f} s "
             f"= {r['rounds_per_s']:.0f} rounds/s ({r['events_sent']} lines and inputs sent in {r['send_seconds']:.1f} s); CPU ms "
             f"per round: " + ", ".join(f"{name} {ms:.2f}" for name, ms in r["cpu_ms_per_round"].items()),
             flush=True,
