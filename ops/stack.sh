@@ -209,8 +209,8 @@ rotate() {
     (umask 077 && openssl rand -hex 24 >"$redis_file")
     secrets
     (umask 077 && "$PY" -m surveil.runtime.access redis-acl --prefix "" >"$RDIR/users.acl")
-    [[ $(REDISCLI_AUTH=$old_admin redis-cli -h 127.0.0.1 -p "$REDIS_PORT" --user admin acl load 2>&1) == OK ]] ||
-      die "redis: ACL LOAD failed; the new password is in $redis_file, the old one is still in force"
+    REDIS_AUTH=$old_admin redis_apply_users ||
+      die "redis: ACL SETUSER failed; the new password is in $redis_file, the old one is still in force"
     say "redis: a new password for $name"
   fi
   secrets
@@ -352,7 +352,20 @@ kafka_stop() {
 
 # --- Redis -----------------------------------------------------------------------------------
 
-redis_admin() { REDISCLI_AUTH=$REDIS_ADMIN_PASSWORD redis-cli -h 127.0.0.1 -p "$REDIS_PORT" --user admin "$@"; }
+redis_admin() { REDISCLI_AUTH=${REDIS_AUTH:-$REDIS_ADMIN_PASSWORD} redis-cli -h 127.0.0.1 -p "$REDIS_PORT" --user admin "$@"; }
+
+# Puts the users of users.acl in force in the running Redis, one ACL SETUSER each: not ACL LOAD,
+# which would also drop the users a test session made for its own prefix (access.PrefixAccess).
+# REDIS_AUTH: the admin's password Redis knows now, when it is not the one in the file (rotate).
+redis_apply_users() {
+  local line tokens
+  # The admin last: once its password changed, the old one logs in no more.
+  while read -r line; do
+    read -ra tokens <<<"$line" # no pathname expansion of ~* or &*
+    [[ ${tokens[0]:-} == user ]] || continue
+    [[ $(redis_admin acl setuser "${tokens[1]}" reset "${tokens[@]:2}" 2>&1) == OK ]] || return 1
+  done < <(grep -v '^user admin ' "$RDIR/users.acl"; grep '^user admin ' "$RDIR/users.acl")
+}
 
 redis_start() {
   local pid
@@ -368,8 +381,8 @@ redis_start() {
     redis_stop
   fi
   if pid=$(live_pid "$RDIR/redis.pid" redis-server); then
-    say "redis: already running (pid $pid); reloading its users"
-    [[ $(redis_admin acl load 2>&1) == OK ]] || die "redis: ACL LOAD as admin failed (redis-admin.password changed? ops/stack.sh down, then up)"
+    say "redis: already running (pid $pid); setting its users"
+    redis_apply_users || die "redis: ACL SETUSER as admin failed (redis-admin.password changed? ops/stack.sh down, then up)"
   else
     port_free_or_die "$REDIS_PORT" redis
     say "redis: starting on 127.0.0.1:$REDIS_PORT (append-only file in $RDIR, users in $RDIR/users.acl), log $RDIR/redis.log"
