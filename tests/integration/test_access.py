@@ -54,7 +54,7 @@ READS = {
     access.SHOE_READER: {topics.SHOE},
     access.TABLE_CONTROLLER: {topics.SHOE, topics.INPUTS},
     access.SETTLEMENT_SERVICE: {topics.TABLE},
-    access.ANOMALY_DETECTION: {topics.SHOE, topics.TABLE, topics.SETTLEMENT},
+    access.ANOMALY_DETECTION: {topics.SHOE, topics.TABLE, topics.SETTLEMENT, topics.DEADLETTER},
     access.LAG_EXPORTER: set(),
     access.FLOOR_SIMULATOR: set(),
 }

@@ -130,7 +130,8 @@ def kafka_grants(prefix: str = "") -> list[Grant]:
     runner(SETTLEMENT_SERVICE, reads=(TABLE,), writes=(SETTLEMENT,))
     # faust: group = app id; its internal topics and changelogs (which it creates) and any
     # transactional id all start with the app id.
-    for topic in (SHOE, TABLE, SETTLEMENT):
+    # It reads the dead letters too: a device message refused for its signature is an alert.
+    for topic in (SHOE, TABLE, SETTLEMENT, DEADLETTER):
         allow(ANOMALY_DETECTION, "topic", topic, "read")
     for topic in (ALERTS, DEADLETTER):
         allow(ANOMALY_DETECTION, "topic", topic, "write")

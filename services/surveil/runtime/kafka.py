@@ -35,6 +35,7 @@ import msgspec
 import structlog
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
+from kafka.errors import KafkaError
 from kafka.partitioner.default import murmur2
 from kafka.structs import OffsetAndMetadata
 
@@ -43,6 +44,8 @@ from ..events.models import DEADLETTER_TOPIC, Event
 from . import deadletter, metrics
 from .config import Settings
 from .processor import Processor, Rejected
+from .signing import HEADER as SIGNATURE_HEADER
+from .signing import SIGNED_TOPICS, DeviceKeys
 from .state import Backend, StaleProgress, State
 
 Output = tuple[str, bytes, bytes]  # topic, key, value
@@ -67,11 +70,13 @@ def producer_config(settings: Settings) -> dict[str, Any]:
 
 
 class Publisher:
-    """Publishes events keyed by table id (each table's events stay in order on one partition)."""
+    """Publishes events keyed by table id (each table's events stay in order on one partition).
+    With ``keys`` (a device gateway's), events of a device topic go out signed."""
 
-    def __init__(self, settings: Settings, **overrides: Any) -> None:
+    def __init__(self, settings: Settings, keys: DeviceKeys | None = None, **overrides: Any) -> None:
         self.service = settings.service
         self.topic_prefix = settings.topic_prefix
+        self.keys = keys
         self.producer = KafkaProducer(**(producer_config(settings) | overrides))
 
     def publish(self, event: Event) -> Any:
@@ -79,7 +84,11 @@ class Publisher:
         return self.publish_raw(event.topic, event.subject.encode(), codec.encode(event))
 
     def publish_raw(self, topic: str, key: bytes, value: bytes) -> Any:
-        future = self.producer.send(self.topic_prefix + topic, key=key, value=value)
+        device = SIGNED_TOPICS.get(topic)
+        headers = None
+        if self.keys is not None and device is not None:
+            headers = [(SIGNATURE_HEADER, self.keys.sign(device(key.decode()), value).encode())]
+        future = self.producer.send(self.topic_prefix + topic, key=key, value=value, headers=headers)
         metrics.EVENTS_PRODUCED.labels(self.service, topic).inc()
         return future
 
@@ -94,6 +103,10 @@ def _source(tp: TopicPartition) -> str:
     return f"{tp.topic}:{tp.partition}"
 
 
+class Unsigned(codec.InvalidEventError):
+    """A device's record without its device's signature."""
+
+
 def _decode(raw: bytes | None) -> Event | codec.InvalidEventError:
     try:
         return codec.decode(raw or b"")
@@ -104,8 +117,11 @@ def _decode(raw: bytes | None) -> Event | codec.InvalidEventError:
 class KafkaRunner:
     """Runs one processor as a member of its consumer group until ``stop`` is set (or SIGTERM)."""
 
-    def __init__(self, processor: Processor, settings: Settings, backend: Backend, **consumer_overrides: Any) -> None:
+    def __init__(
+        self, processor: Processor, settings: Settings, backend: Backend, keys: DeviceKeys | None = None, **consumer_overrides: Any
+    ) -> None:
         self.processor = processor
+        self.keys = keys  # with them, records of device topics must carry their device's signature
         self.settings = settings
         self.backend = backend
         self.state = State(backend, processor.name)
@@ -149,7 +165,12 @@ class KafkaRunner:
         self.log.info("started", topics=topics, bootstrap=self.settings.kafka_bootstrap)
         try:
             while not self.stop.is_set():
-                records = self.consumer.poll(timeout_ms=200)
+                try:
+                    records = self.consumer.poll(timeout_ms=200)
+                except KafkaError as error:  # the broker is away (restarting): wait for it
+                    self.log.warning("poll failed; retrying", error=str(error))
+                    self.stop.wait(1.0)
+                    continue
                 if self.unrecovered:
                     recovered = self.recover()
                     # Paused, they return nothing; but nothing read before the seek may pass.
@@ -165,7 +186,7 @@ class KafkaRunner:
 
     def _process(self, batch: dict[TopicPartition, list[Any]]) -> None:
         started = time.perf_counter()
-        decoded = {tp: [_decode(record.value) for record in records] for tp, records in batch.items()}
+        decoded = {tp: [self._verified(tp, record) for record in records] for tp, records in batch.items()}
         prefetch = getattr(self.processor, "prefetch", None)
         if prefetch is not None:
             prefetch([event for events in decoded.values() for event in events if isinstance(event, Event)], self.state)
@@ -193,17 +214,31 @@ class KafkaRunner:
         self._publish([o for outputs in outbox.values() for o in outputs], offsets)
         metrics.BATCH_SECONDS.labels(self.processor.name).observe(time.perf_counter() - started)
 
+    def _verified(self, tp: TopicPartition, record: Any) -> Event | codec.InvalidEventError:
+        device = SIGNED_TOPICS.get(tp.topic.removeprefix(self.topic_prefix))
+        if self.keys is not None and device is not None:
+            signature = dict(record.headers or ()).get(SIGNATURE_HEADER, b"").decode(errors="replace")
+            table_id = (record.key or b"").decode(errors="replace")
+            problem = self.keys.problem(device(table_id), record.value or b"", signature)
+            if problem:
+                return Unsigned(problem)
+        return _decode(record.value)
+
     def _handle(self, tp: TopicPartition, record: Any, event: Event | codec.InvalidEventError) -> list[Output]:
         try:
             if isinstance(event, codec.InvalidEventError):
                 raise event
             outputs = self.processor.process(event, self.state)
             return [(self.topic_prefix + e.topic, e.subject.encode(), codec.encode(e)) for e in outputs]
-        except (codec.InvalidEventError, Rejected) as error:
-            reason = str(error)
+        except Unsigned as error:
+            reason, kind = str(error), deadletter.SIGNATURE
+        except codec.InvalidEventError as error:
+            reason, kind = str(error), deadletter.INVALID
+        except Rejected as error:
+            reason, kind = str(error), deadletter.REJECTED
         except Exception as error:  # a bug must not stop the table's other events
             self.log.exception("processing failed", topic=tp.topic, partition=tp.partition, offset=record.offset)
-            reason = f"internal error: {type(error).__name__}: {error}"
+            reason, kind = f"internal error: {type(error).__name__}: {error}", deadletter.INTERNAL
         metrics.DEAD_LETTERS.labels(self.processor.name, tp.topic).inc()
         letter = deadletter.dead_letter(
             self.processor.name,
@@ -214,6 +249,7 @@ class KafkaRunner:
             partition=tp.partition,
             offset=record.offset,
             key=record.key.decode(errors="replace") if record.key else None,
+            kind=kind,
         )
         return [(self.topic_prefix + DEADLETTER_TOPIC, record.key or b"", deadletter.encode(letter))]
 

@@ -26,6 +26,10 @@ def console_device(table_id: str) -> str:
     return f"console/{table_id}"
 
 
+# Topics whose records devices write, signed in the record header: the device, by the record key.
+SIGNED_TOPICS = {"baccarat.inputs": console_device}
+
+
 class DeviceKeys:
     def __init__(self, secret: str) -> None:
         if not secret:

@@ -18,6 +18,7 @@ from ..core.profiles import DEFAULT_PROFILE, profile_names
 from ..events import models as m
 from ..runtime.config import Settings
 from ..runtime.kafka import Publisher
+from ..runtime.signing import DeviceKeys
 from ..shoe_reader.service import DEFAULT_PORT
 from .floor import Floor
 from .injections import INJECTABLE, SCOPES, InjectionError, Label, Scope, parse_codes
@@ -92,7 +93,8 @@ def _offline(floor: Floor, out: Path, total_shoes: int, err: Console) -> None:
 def _live(floor: Floor, kafka: str, shoe_reader: str, pace: float, out: Path | None, err: Console) -> LiveRun:
     host, _, port = shoe_reader.rpartition(":")
     settings = dataclasses.replace(Settings.from_env("floor-simulator"), kafka_bootstrap=kafka)
-    publisher = Publisher(settings)
+    keys = DeviceKeys.from_env()  # the devices' keys: what a floor's gateways are provisioned with
+    publisher = Publisher(settings, keys)
     labels = open(labels_path(out), "wb") if out is not None else None
 
     def on_label(label: Label) -> None:
@@ -105,7 +107,7 @@ def _live(floor: Floor, kafka: str, shoe_reader: str, pace: float, out: Path | N
             with _progress(err) as progress:
                 task = progress.add_task("inputs sent", total=None)
                 return await play_live(floor, publisher, gateway, pace, on_label,
-                                       lambda run: progress.update(task, completed=run.inputs))
+                                       lambda run: progress.update(task, completed=run.inputs), keys=keys)
         finally:
             await gateway.close()
 

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import structlog
 
 from ..runtime.kafka import Publisher
+from ..runtime.signing import DeviceKeys
+from ..shoe_reader.protocol import signed_line
 from .floor import Floor
 from .injections import Label
 from .table import ROUND_SECONDS, START, ShoeLine, TableInput, Truth
@@ -124,10 +126,12 @@ async def play_live(
     on_label: Callable[[Label], None] | None = None,
     on_progress: Callable[[LiveRun], None] | None = None,
     run: LiveRun | None = None,
+    keys: DeviceKeys | None = None,
 ) -> LiveRun:
     """Play ``floor``: ``pace`` wall-clock seconds per simulated round (``ROUND_SECONDS`` of
     table time), or as fast as the reader and broker take it when ``pace`` is 0. ``run`` counts
-    what was sent, also for a caller that stops the play before the floor is over."""
+    what was sent, also for a caller that stops the play before the floor is over. With ``keys``
+    the shoes sign their lines (and ``publisher``, made with the same keys, the inputs)."""
     run = run or LiveRun()
     loop = asyncio.get_running_loop()
     scale = pace / ROUND_SECONDS
@@ -141,7 +145,7 @@ async def play_live(
             if number % 256 == 0:
                 await asyncio.sleep(0)  # let acknowledgements (and cancellation) in
         if isinstance(action, ShoeLine):
-            await gateway.send(action.table_id, action.seq, action.line)
+            await gateway.send(action.table_id, action.seq, signed_line(action.line, keys) if keys else action.line)
             run.lines += 1
         elif isinstance(action, TableInput):
             publisher.publish(action.event)

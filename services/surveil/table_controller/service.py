@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import redis
+import structlog
 
 from ..runtime import logs, metrics
 from ..runtime.config import Settings
 from ..runtime.kafka import KafkaRunner
+from ..runtime.signing import DeviceKeys
 from ..runtime.state import RedisBackend
 from .processor import TableController
 
@@ -16,6 +18,9 @@ def main() -> None:
     logs.configure(settings.service, settings.log_level)
     metrics.serve(settings.metrics_port)
     backend = RedisBackend(redis.Redis.from_url(settings.redis_url), settings.redis_prefix)
-    runner = KafkaRunner(TableController(), settings, backend)
+    keys = DeviceKeys.from_env()
+    if keys is None:
+        structlog.get_logger().warning("device signatures are not checked: DEVICE_KEY_SECRET is not set")
+    runner = KafkaRunner(TableController(), settings, backend, keys)
     runner.stop_on_signals()
     runner.run()

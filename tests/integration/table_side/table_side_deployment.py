@@ -25,6 +25,7 @@ from surveil.events import models as m
 from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
 from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.kafka import Publisher
+from surveil.runtime.signing import DeviceKeys
 from surveil.sim.floor import Floor
 from surveil.sim.live import LiveRun, ShoeGateway, play_live
 from surveil.sim.record import record
@@ -63,6 +64,7 @@ class TableSide:
     logs: Path
     # Each service's and the simulator's own credentials and rights (tests/integration/conftest.py).
     access: PrefixAccess | None = None
+    device_secret: str = "integration-test floor"  # the devices sign; the services check (DEVICE_KEY_SECRET)
     reader_port: int = field(default_factory=free_port)
     metrics_ports: dict[str, int] = field(default_factory=lambda: {name: free_port() for name in SERVICES})
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
@@ -86,6 +88,7 @@ class TableSide:
             "REDIS_PREFIX": self.redis_prefix,
             "INSTANCE_ID": "it-table-side",  # the same on every start: a restart fences the killed one
             "SHOE_READER_PORT": str(self.reader_port),
+            "DEVICE_KEY_SECRET": self.device_secret,
         }
         if self.access is not None:
             env = self.access.env(service, env)
@@ -134,12 +137,13 @@ class TableSide:
         settings = dataclasses.replace(Settings.from_env("floor-simulator"), kafka_bootstrap=self.bootstrap, topic_prefix=self.topic_prefix)
         if self.access is not None:
             settings = self.access.settings(settings, FLOOR_SIMULATOR)  # the devices' principal: baccarat.inputs only
-        publisher = Publisher(settings)
+        keys = DeviceKeys(self.device_secret)
+        publisher = Publisher(settings, keys)
 
         async def go() -> LiveRun:
             gateway = ShoeGateway("127.0.0.1", self.reader_port)
             try:
-                return await play_live(floor, publisher, gateway, pace)
+                return await play_live(floor, publisher, gateway, pace, keys=keys)
             finally:
                 await gateway.close()
 

@@ -9,7 +9,7 @@ and stay on the layout (Art. 12). Used by the settlement tests and ``bench/settl
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -65,10 +65,6 @@ class Table:
     @property
     def shoe_id(self) -> str:
         return f"{self.table_id}-S{self._shoes}"
-
-    def play(self, rounds: int, bets: Bets) -> Iterator[m.Event]:
-        for _ in range(rounds):
-            yield from self.round(bets(self.rounds_played + 1))
 
     def round(self, bets: Iterable[Bet]) -> list[m.Event]:
         """One round: opened (naming the bets carried from a tie), the new bets, bets closed,
