@@ -143,7 +143,7 @@ def _alert_outputs(source: str, alerts: list[AlertRaised], watched: Watched) -> 
         assert linked.data.chain is not None
         watched.chain = linked.data.chain
         outputs.append(Output(source, ALERTS_TOPIC, alert.subject.encode(), codec.encode(linked)))
-        metrics.ALERTS.labels(alert.data.rule, alert.data.severity).inc()
+        metrics.alert_raised(alert)
         metrics.ALERT_LATENCY.observe(max(time.time() - alert.time.timestamp(), 0.0))
     return outputs
 

@@ -11,8 +11,8 @@ from ..events import models as m
 from ..runtime.metrics import DEAD_LETTERS
 
 __all__ = [
-    "ALERTS", "ALERT_LATENCY", "DEAD_LETTERS", "EVENT_LATENCY", "ROUNDS_CHECKED", "ROUND_OUTCOMES",
-    "TABLE_LAST_EVENT", "TABLE_SHOE_IN_PLAY", "table_event",
+    "ALERTS", "ALERT_LATENCY", "DEAD_LETTERS", "EVENT_LATENCY", "PATRON_ALERTS", "ROUNDS_CHECKED", "ROUND_OUTCOMES",
+    "TABLE_ALERTS", "TABLE_LAST_EVENT", "TABLE_SHOE_IN_PLAY", "alert_raised", "table_event",
 ]
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -23,6 +23,20 @@ ALERTS = Counter("surveil_alerts_total", "Alerts raised, by rule and severity.",
 # that Prometheus' increase() and rate() cannot see, and a rule's first alert is the one that counts.
 for _code, _severity in SEVERITY.items():
     ALERTS.labels(_code.value, _severity.value)
+# The same alerts by table and by patron, for the drill-down and patron dashboards. Their series
+# start with a table's or patron's first alert: labels that many are not made up front.
+TABLE_ALERTS = Counter("surveil_table_alerts_total", "Alerts raised at a table, by rule.", ["table", "rule"])
+PATRON_ALERTS = Counter("surveil_patron_alerts_total", "Alerts that name a patron, by rule.", ["patron", "rule"])
+
+
+def alert_raised(alert: m.AlertRaised) -> None:
+    d = alert.data
+    ALERTS.labels(d.rule, d.severity).inc()
+    TABLE_ALERTS.labels(alert.subject, d.rule).inc()
+    if d.patron_id:
+        PATRON_ALERTS.labels(d.patron_id, d.rule).inc()
+
+
 ALERT_LATENCY = Histogram(
     "surveil_alert_latency_seconds",
     "From the table event that revealed a finding (a card read, a round's end) to its alert being published.",

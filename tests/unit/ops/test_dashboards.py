@@ -52,20 +52,7 @@ TARGET_LABELS = frozenset({"job", "instance", "service"})  # added by Prometheus
 ANY_LABEL = None  # ALERTS carries each alerting rule's labels
 
 # Metrics (or labels) the dashboards use that the services do not export yet: what to add, where.
-AWAITED: dict[str, str] = {
-    "label table of surveil_alerts_total": (
-        "anomaly-detection: a `table` label on surveil_alerts_total (anomaly_detection/metrics.py ALERTS "
-        "labels rule, severity, table; app.py _alert_outputs: .labels(rule, severity, alert.subject))"),
-    "metric surveil_patron_staked_total": (
-        "settlement: Counter surveil_patron_staked{patron}, the stake of each decided bet (settlement/metrics.py, "
-        "incremented where bets are settled in settlement/processor.py)"),
-    "metric surveil_patron_paid_out_total": (
-        "settlement: Counter surveil_patron_paid_out{patron}, what each settled bet paid back (stake and winnings)"),
-    "metric surveil_patron_bets_total": (
-        "settlement: Counter surveil_patron_bets{patron, spot, result}, each settled bet"),
-    "metric surveil_patron_alerts_total": (
-        "anomaly-detection: Counter surveil_patron_alerts{patron, rule}, each alert whose data names a patron_id"),
-}
+AWAITED: dict[str, str] = {}
 
 
 # ---- the generator ------------------------------------------------------------------------------
