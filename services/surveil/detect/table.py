@@ -197,12 +197,14 @@ class TableWatch:
         self.raised: list[Raised] = []
         self.facts: list[Fact] = []
         self.rounds_checked = 0
+        self._last_time: datetime | None = None
 
     # ---- entry points -------------------------------------------------------------------------
 
     def feed(self, event: m.Event) -> tuple[list[Raised], list[Fact]]:
         handler = _HANDLERS.get(type(event))
         if handler is not None:
+            self._last_time = event.time  # what ``flush`` dates its findings by
             handler(self, event)
         if self.raised or self.facts:
             return self._take()
@@ -234,8 +236,6 @@ class TableWatch:
                 )
             self.state.orphan_settlements = []
         return self._take()
-
-    _last_time: datetime | None = None
 
     def _take(self) -> tuple[list[Raised], list[Fact]]:
         raised, facts = self.raised, self.facts
@@ -277,7 +277,6 @@ class TableWatch:
 
     def _shoe_started(self, event: m.ShoeStarted) -> None:
         d = event.data
-        self._last_time = event.time
         shoe = self._shoe(d.shoe_id)
         if shoe is None or shoe.started:
             return  # redelivered
@@ -286,7 +285,6 @@ class TableWatch:
 
     def _card_read(self, event: m.CardRead) -> None:
         d = event.data
-        self._last_time = event.time
         shoe = self._started_shoe(d.shoe_id)
         if shoe is None or d.index in shoe.reads:
             return  # no shoe.started seen, or a redelivered read
@@ -324,7 +322,6 @@ class TableWatch:
 
     def _cut_card(self, event: m.CutCardReached) -> None:
         d = event.data
-        self._last_time = event.time
         shoe = self._started_shoe(d.shoe_id)
         if shoe is None or shoe.cut_index is not None:
             return
@@ -336,7 +333,6 @@ class TableWatch:
             self._raise(finding, Context(self.state.table_id, f"shoe:{shoe.shoe_id}:cut", shoe_id=shoe.shoe_id), event.time)
 
     def _shoe_ended(self, event: m.ShoeEnded) -> None:
-        self._last_time = event.time
         shoe = self._started_shoe(event.data.shoe_id)
         if shoe is None:
             return
@@ -349,7 +345,6 @@ class TableWatch:
 
     def _round_opened(self, event: m.RoundOpened) -> None:
         d = event.data
-        self._last_time = event.time
         if d.round_id in self.state.rounds:
             return
         previous_round = self.state.rounds.get(self.state.current_round or "")
@@ -391,7 +386,6 @@ class TableWatch:
 
     def _bet_placed(self, event: m.BetPlaced) -> None:
         d = event.data
-        self._last_time = event.time
         rnd = self.state.rounds.get(d.round_id)
         if rnd is None or d.bet_id in rnd.bets:
             return
@@ -400,7 +394,6 @@ class TableWatch:
 
     def _bet_changed(self, event: m.BetChanged) -> None:
         d = event.data
-        self._last_time = event.time
         rnd = self.state.rounds.get(d.round_id)
         bet = rnd.bets.get(d.bet_id) if rnd else None
         if rnd is None or bet is None:
@@ -412,7 +405,6 @@ class TableWatch:
 
     def _bet_withdrawn(self, event: m.BetWithdrawn) -> None:
         d = event.data
-        self._last_time = event.time
         rnd = self.state.rounds.get(d.round_id)
         bet = rnd.bets.get(d.bet_id) if rnd else None
         if rnd is None or bet is None or bet.withdrawn:
@@ -457,7 +449,6 @@ class TableWatch:
             self._raise(finding, self._round_context(rnd, f":bet:{bet.bet_id}", bet_id=bet.bet_id, patron_id=bet.patron_id), time)
 
     def _bets_closed(self, event: m.BetsClosed) -> None:
-        self._last_time = event.time
         rnd = self.state.rounds.get(event.data.round_id)
         if rnd is None or rnd.closed:
             return
@@ -472,7 +463,6 @@ class TableWatch:
 
     def _cards_burned(self, event: m.CardsBurned) -> None:
         d = event.data
-        self._last_time = event.time
         shoe = self._shoe(d.shoe_id)
         if shoe is None:
             return
@@ -481,7 +471,6 @@ class TableWatch:
 
     def _round_completed(self, event: m.RoundCompleted) -> None:
         d = event.data
-        self._last_time = event.time
         rnd = self.state.rounds.get(d.round_id)
         if rnd is None or rnd.ended:
             return
@@ -493,7 +482,6 @@ class TableWatch:
         self._settle_waiting(rnd, event.time)
 
     def _round_voided(self, event: m.RoundVoided) -> None:
-        self._last_time = event.time
         rnd = self.state.rounds.get(event.data.round_id)
         if rnd is None or rnd.ended:
             return
@@ -708,7 +696,6 @@ class TableWatch:
     # ---- the settlement stream ----------------------------------------------------------------
 
     def _settlement(self, event: m.BetSettled | m.RoundSettled) -> None:
-        self._last_time = event.time
         self.state.settlement_seen = True
         rnd = self.state.rounds.get(event.data.round_id)
         if rnd is None:
