@@ -142,7 +142,7 @@ def kafka_grants(prefix: str = "") -> list[Grant]:
     # only, no record.
     for group in (TABLE_CONTROLLER, SETTLEMENT_SERVICE, ANOMALY_DETECTION):
         allow(LAG_EXPORTER, "group", group, "describe")
-    for topic in (SHOE, INPUTS, TABLE, SETTLEMENT):
+    for topic in (SHOE, INPUTS, TABLE, SETTLEMENT, DEADLETTER):  # anomaly-detection reads the dead letters
         allow(LAG_EXPORTER, "topic", topic, "describe")
     allow(LAG_EXPORTER, "topic", ANOMALY_DETECTION, "describe", prefixed=True)
     # The floor's devices (dealer console, bet sensors: their gateway, or the simulator).
