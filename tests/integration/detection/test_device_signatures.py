@@ -9,9 +9,9 @@ import socket
 import time
 from datetime import datetime, timezone
 
-from conftest import Pipeline
 from kafka import KafkaConsumer, TopicPartition
 
+from integration.deployment import Deployment
 from surveil.events import codec
 from surveil.events import models as m
 from surveil.runtime import deadletter, topics
@@ -24,7 +24,7 @@ from surveil.shoe_reader.protocol import Kind, format_line, signed_line
 NOW = datetime.now(timezone.utc)
 
 
-def read_raw(pipeline: Pipeline, topic: str, expected: int, timeout: float = 60) -> list[bytes]:
+def read_raw(pipeline: Deployment, topic: str, expected: int, timeout: float = 60) -> list[bytes]:
     consumer = KafkaConsumer(
         **kafka_client_config(pipeline.bootstrap), group_id=None, isolation_level="read_committed", auto_offset_reset="earliest"
     )
@@ -39,7 +39,7 @@ def read_raw(pipeline: Pipeline, topic: str, expected: int, timeout: float = 60)
     return values
 
 
-def test_spoofed_shoe_lines_and_inputs_are_refused_and_alerted(pipeline: Pipeline) -> None:
+def test_spoofed_shoe_lines_and_inputs_are_refused_and_alerted(pipeline: Deployment) -> None:
     for service in ("shoe-reader", "table-controller", "anomaly-detection"):
         pipeline.start(service)
     forger = DeviceKeys("not the floor's secret")

@@ -9,8 +9,7 @@ import time
 
 import msgspec
 
-from conftest import Pipeline
-
+from integration.deployment import Deployment
 from surveil.anomaly_detection.replay import replay
 from surveil.anomaly_detection.verify import verify
 from surveil.events import codec
@@ -28,7 +27,7 @@ def floor() -> Floor:
     return Floor(**FLOOR, inject=parse_codes(INJECT))
 
 
-def offline_alerts(pipeline: Pipeline) -> dict[str, m.AlertRaised]:
+def offline_alerts(pipeline: Deployment) -> dict[str, m.AlertRaised]:
     """The offline replay of what the pipeline put on the shoe, table and settlement topics."""
     recorded: list[m.Event] = []
     for topic in (topics.SHOE, topics.TABLE, topics.SETTLEMENT):
@@ -39,7 +38,7 @@ def offline_alerts(pipeline: Pipeline) -> dict[str, m.AlertRaised]:
     return {alert.data.alert_id: alert for alert in result.alerts}
 
 
-def live_alerts(pipeline: Pipeline, expected: int) -> list[m.AlertRaised]:
+def live_alerts(pipeline: Deployment, expected: int) -> list[m.AlertRaised]:
     deadline = time.monotonic() + 180
     while True:
         alerts = [a for a in pipeline.read(topics.ALERTS, expected, timeout=20) if isinstance(a, m.AlertRaised)]
@@ -54,7 +53,7 @@ def same_alert(a: m.AlertRaised, b: m.AlertRaised) -> bool:
     return unchained[0] == unchained[1]
 
 
-def check(pipeline: Pipeline, live: list[m.AlertRaised]) -> None:
+def check(pipeline: Deployment, live: list[m.AlertRaised]) -> None:
     offline = offline_alerts(pipeline)
     by_id = {alert.data.alert_id: alert for alert in live}
     assert sorted(by_id) == sorted(offline), pipeline.log_text()
@@ -66,13 +65,13 @@ def check(pipeline: Pipeline, live: list[m.AlertRaised]) -> None:
     assert verify(iter(codec.encode(a) for a in live)).breaks == []
 
 
-def test_live_alerts_equal_the_offline_replay_of_the_same_events(pipeline: Pipeline) -> None:
+def test_live_alerts_equal_the_offline_replay_of_the_same_events(pipeline: Deployment) -> None:
     pipeline.start_all()
     pipeline.play(floor(), PACE)
     check(pipeline, live_alerts(pipeline, len(INJECT.split(","))))
 
 
-def test_a_detector_killed_mid_run_loses_no_alert_and_adds_none(pipeline: Pipeline) -> None:
+def test_a_detector_killed_mid_run_loses_no_alert_and_adds_none(pipeline: Deployment) -> None:
     pipeline.start_all()
     thread, outcome = pipeline.play_in_background(floor(), PACE)
     time.sleep(8)

@@ -6,8 +6,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from settlement_deployment import Deployment
-
+from integration.deployment import Deployment
 from surveil.runtime.access import PrefixAccess
 
 
@@ -21,4 +20,4 @@ def deployment(kafka_bootstrap: str, redis_url: str, unique_topics: dict[str, st
     try:
         yield deployment
     finally:
-        deployment.stop()
+        deployment.stop_all()

@@ -12,11 +12,11 @@ from collections.abc import Callable
 import pytest
 import redis
 
-from settlement_deployment import (
+from integration.deployment import (
     Deployment,
     assert_published_once_each,
     dump_memory,
-    offline,
+    offline_settlement,
     settlement_events,
     simulated_floor,
     table_events,
@@ -75,7 +75,7 @@ def test_a_batch_cut_short_by_a_crash_is_published_once_by_the_next_runner(deplo
     finally:
         second.stop.set()
         thread.join(60)
-    assert deployment.dump() == dump_memory(offline(events).ledger.backend)  # type: ignore[arg-type]
+    assert deployment.dump() == dump_memory(offline_settlement(events).ledger.backend)  # type: ignore[arg-type]
     assert_published_once_each(deployment, settlement_events(events))
 
 

@@ -16,12 +16,12 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from settlement_deployment import (
+from integration.deployment import (
     SETTLEMENT_INPUTS,
     Deployment,
     assert_published_once_each,
     dump_memory,
-    offline,
+    offline_settlement,
     settlement_events,
     simulated_floor,
     table_events,
@@ -57,20 +57,20 @@ def test_a_floor_settles_through_the_service_and_the_ledger_is_the_sum_of_what_i
         deployment: Deployment, tmp_path: Path) -> None:
     events = simulated_floor(tables=4, shoes=1, seed=11)
     deployment.publish(table_events(events))
-    deployment.start()
+    deployment.start("settlement")
     deployment.wait_until_settled()
 
     # What the service published is what settlement published when the floor was recorded, on
     # each table's partition of the table topic (co-partitioned, as faust needs).
     assert_published_once_each(deployment, settlement_events(events))
-    table_partition = {record.key: record.partition for record in deployment.read(topics.TABLE)}
-    assert {(r.key, r.partition) for r in deployment.read(topics.SETTLEMENT)} == set(table_partition.items())
+    table_partition = {record.key: record.partition for record in deployment.records(topics.TABLE)}
+    assert {(r.key, r.partition) for r in deployment.records(topics.SETTLEMENT)} == set(table_partition.items())
     by_table, by_patron = totals_from(deployment.settlement_events())
     stored = deployment.ledger()
     assert {key: stored.table(*key) for key in by_table} == by_table
     assert {key: stored.patron(*key) for key in by_patron} == by_patron
     assert sum(t.rounds for t in by_table.values()) == sum(isinstance(e, m.RoundCompleted) for e in events)
-    assert deployment.dump() == dump_memory(offline(events).ledger.backend)  # type: ignore[arg-type]
+    assert deployment.dump() == dump_memory(offline_settlement(events).ledger.backend)  # type: ignore[arg-type]
 
     # The read side and reconciliation on the live ledger.
     log = tmp_path / "floor.jsonl.gz"
@@ -109,18 +109,18 @@ def test_kill_9_at_random_points_then_a_restart_gives_the_ledger_of_an_uninterru
     feeder.start()
     kills = 0
     while feeder.is_alive():
-        deployment.start()
+        deployment.start("settlement")
         time.sleep(rng.uniform(1.0, 3.0))
-        deployment.kill()
+        deployment.kill("settlement")
         kills += 1
     feeder.join()
     applied_at_last_kill = sum(deployment.applied_offsets().values())
-    deployment.start()
+    deployment.start("settlement")
     deployment.wait_until_settled()
 
     assert kills >= 3
     assert applied_at_last_kill < len(inputs), "the last kill came after the work was done"
-    assert deployment.dump() == dump_memory(offline(events).ledger.backend)  # type: ignore[arg-type]
+    assert deployment.dump() == dump_memory(offline_settlement(events).ledger.backend)  # type: ignore[arg-type]
     assert_published_once_each(deployment, settlement_events(events))
 
 
@@ -129,12 +129,12 @@ def test_the_same_events_delivered_twice_change_nothing(deployment: Deployment) 
     inputs = table_events(events)
     deployment.publish(inputs)
     deployment.publish(inputs)  # again, at new offsets: a producer that resent everything
-    deployment.start()
+    deployment.start("settlement")
     deployment.wait_until_settled()
 
-    assert deployment.dump() == dump_memory(offline(events).ledger.backend)  # type: ignore[arg-type]
+    assert deployment.dump() == dump_memory(offline_settlement(events).ledger.backend)  # type: ignore[arg-type]
     assert_published_once_each(deployment, settlement_events(events))
-    letters = [deadletter.decode(record.value) for record in deployment.read(topics.DEADLETTER)]
+    letters = [deadletter.decode(record.value) for record in deployment.records(topics.DEADLETTER)]
     handled = [e for e in inputs if isinstance(e, SETTLEMENT_INPUTS)]  # it has no use for bets.closed, cards.burned
     assert len(letters) == len(handled)
     assert {letter.reason.split(" was ")[-1] for letter in letters} == {"already opened", "already settled"}
@@ -151,15 +151,15 @@ def test_unusable_input_is_dead_lettered_with_its_reason_and_settlement_goes_on(
     ), id="bad-1", source="test", time=first_round.time)
     deployment.publish_raw([(table.encode(), b"not json at all"), (table.encode(), codec.encode(unknown_round))])
     deployment.publish(inputs)
-    deployment.start()
+    deployment.start("settlement")
     deployment.wait_until_settled()
 
-    letters = [deadletter.decode(record.value) for record in deployment.read(topics.DEADLETTER)]
+    letters = [deadletter.decode(record.value) for record in deployment.records(topics.DEADLETTER)]
     assert [(letter.payload, letter.origin, letter.service) for letter in letters] == [
         (b"not json at all", deployment.topic(topics.TABLE), "settlement"),
         (codec.encode(unknown_round), deployment.topic(topics.TABLE), "settlement"),
     ]
     assert letters[0].reason.startswith("JSON is malformed")
     assert letters[1].reason == f"unknown round no-such-round at {table}"
-    assert deployment.dump() == dump_memory(offline(events).ledger.backend)  # type: ignore[arg-type]
+    assert deployment.dump() == dump_memory(offline_settlement(events).ledger.backend)  # type: ignore[arg-type]
     assert_published_once_each(deployment, settlement_events(events))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 import redis
-from table_side_deployment import TableSide
 
+from integration.deployment import Deployment
 from surveil.runtime.access import PrefixAccess
 
 
@@ -17,8 +17,8 @@ from surveil.runtime.access import PrefixAccess
 def table_side(
     kafka_bootstrap: str, redis_url: str, unique_topics: dict[str, str], topic_prefix: str,
     redis_prefix: str, redis_client: redis.Redis, tmp_path: Path, prefix_access: PrefixAccess,
-) -> Iterator[TableSide]:
-    side = TableSide(kafka_bootstrap, redis_url, topic_prefix, redis_prefix, tmp_path, prefix_access)
+) -> Iterator[Deployment]:
+    side = Deployment(kafka_bootstrap, redis_url, topic_prefix, redis_prefix, tmp_path, prefix_access)
     try:
         yield side
     finally:

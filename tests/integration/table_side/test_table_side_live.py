@@ -11,8 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from table_side_deployment import ROOT, TableSide, offline, validator
-
+from integration.deployment import ROOT, Deployment, offline_events, validator
 from surveil.events import codec
 from surveil.events import models as m
 from surveil.runtime import topics
@@ -28,13 +27,13 @@ def as_json(events: list[m.Event]) -> dict[str, dict]:
     return {event.id: json.loads(codec.encode(event)) for event in events}
 
 
-def test_a_floor_plays_a_full_shoe_live_exactly_as_the_offline_log_says(table_side: TableSide) -> None:
+def test_a_floor_plays_a_full_shoe_live_exactly_as_the_offline_log_says(table_side: Deployment) -> None:
     table_side.start("shoe-reader")
     table_side.start("table-controller")
     run = table_side.play(Floor(**FLOOR), pace=0.05)
     assert run.reconnects == 0
     for topic in (topics.SHOE, topics.TABLE):
-        expected = offline(FLOOR, topic)
+        expected = offline_events(FLOOR, topic)
         live = table_side.read(topic, len(expected))
         assert len(live) == len({e.id for e in live}), "an event published twice"
         assert as_json(live) == as_json(expected), table_side.log_text()
@@ -45,7 +44,7 @@ def test_a_floor_plays_a_full_shoe_live_exactly_as_the_offline_log_says(table_si
     assert table_side.count(topics.DEADLETTER) == 0
 
 
-def test_the_shoe_reader_publishes_a_capture_once_however_often_it_is_replayed(table_side: TableSide, tmp_path: Path) -> None:
+def test_the_shoe_reader_publishes_a_capture_once_however_often_it_is_replayed(table_side: Deployment, tmp_path: Path) -> None:
     lines = [a.line for a in Floor(tables=2, shoes=1, seed=5).actions() if isinstance(a, ShoeLine)]
     capture = tmp_path / "floor.shoe"
     capture.write_bytes(b"".join(lines[:300]) + b"SHOE1 garbled\n")

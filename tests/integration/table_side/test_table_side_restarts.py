@@ -8,8 +8,7 @@ import json
 import time
 
 import pytest
-from table_side_deployment import TableSide, offline
-
+from integration.deployment import Deployment, offline_events
 from surveil.events import codec
 from surveil.runtime import topics
 from surveil.sim.floor import Floor
@@ -26,9 +25,9 @@ def wait_for(condition, timeout: float = 120, what: str = "") -> None:  # type: 
         time.sleep(0.1)
 
 
-def assert_same_as_uninterrupted(side: TableSide) -> None:
+def assert_same_as_uninterrupted(side: Deployment) -> None:
     for topic in (topics.SHOE, topics.TABLE):
-        expected = offline(FLOOR, topic)
+        expected = offline_events(FLOOR, topic)
         live = side.read(topic, len(expected))
         ids = [e.id for e in live]
         duplicated = sorted({i for i in ids if ids.count(i) > 1})
@@ -41,7 +40,7 @@ def assert_same_as_uninterrupted(side: TableSide) -> None:
 
 @pytest.mark.parametrize(("service", "topic", "after"), [("shoe-reader", topics.SHOE, 250), ("table-controller", topics.TABLE, 400)])
 def test_a_service_killed_mid_shoe_and_restarted_publishes_every_event_once(
-    table_side: TableSide, service: str, topic: str, after: int
+    table_side: Deployment, service: str, topic: str, after: int
 ) -> None:
     table_side.start("shoe-reader")
     table_side.start("table-controller")
@@ -49,7 +48,7 @@ def test_a_service_killed_mid_shoe_and_restarted_publishes_every_event_once(
     wait_for(lambda: table_side.count(topic) >= after, what=f"{after} records on {topic}")
     table_side.kill(service)
     # Mid-shoe: the shoe still sending, or the controller's table events not all out yet.
-    assert thread.is_alive() if service == "shoe-reader" else table_side.count(topic) < len(offline(FLOOR, topic)), "too late"
+    assert thread.is_alive() if service == "shoe-reader" else table_side.count(topic) < len(offline_events(FLOOR, topic)), "too late"
     time.sleep(1.0)
     table_side.start(service)
     thread.join(timeout=300)
