@@ -28,9 +28,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import math
 import os
 import socket
-import statistics
 import subprocess
 import tempfile
 import threading
@@ -161,8 +161,9 @@ class Completions(threading.Thread):
 
 
 def percentile(values: list[float], share: float) -> float:
+    """The ``share`` quantile; infinite when nothing arrived (nothing was kept up with)."""
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))] if ordered else math.inf
 
 
 def prepared(tables: int, seed: int, seconds: float | None = None) -> SimpleNamespace:
@@ -218,7 +219,7 @@ def real_pace(bootstrap: str, redis_url: str, tables: int, seconds: float, contr
             "rounds_per_s": len(window) / seconds,
             "p50": percentile(values, 0.50),
             "p99": p99,
-            "max": max(values),
+            "max": max(values, default=math.inf),
             "p99_middle_third": percentile(middle, 0.99),
             "p99_last_third": percentile(last, 0.99),
             "cpu_share": {name: used / (seconds + 15) for name, used in cpu.items()},
