@@ -1,0 +1,828 @@
+"""The whole pipeline on the real broker and Redis: shoe-reader, table-controller, settlement and
+anomaly-detection (``surveil serve ...`` subprocesses, each as its own principal), the floor
+simulator playing live into them. Three measurements:
+
+- ``live``: N tables at real pace (a round per ~50 s a table). The simulated floor's clock is set
+  to the wall clock (its START moved to the moment play begins), so every event's time is when it
+  happened, and the services' own histograms (``surveil_detection_latency_seconds``: event time to
+  processed by the detectors; ``surveil_alert_latency_seconds``: revealing event to alert
+  published) measure real latency. Every table does ``--injections`` irregularities (codes the
+  table side can cause, one after the other in its rounds), and the bench times each alert from
+  the revealing event's time (a card read, a round's end: when the simulator was due to send it)
+  to the alert's arrival on ``baccarat.alerts``. The consumer lag of the three groups is read every
+  5 s; N is *sustained* when no group's lag grows over the measured window.
+- ``full-speed``: T tables x S shoes played as fast as the reader and broker take them
+  (``--pace 0``); events/s through every topic and every consumer group, and end to end (until
+  the detectors have consumed everything).
+- Either with ``--instances 2``: two instances of each consumer service in its consumer group;
+  which instance owned which partitions (``describe_consumer_groups``), and every table event,
+  settlement and alert compared with the offline reference of the same floor (``--check``).
+
+The simulator's actions are generated before the clock starts, in a process of their own, so the
+measurement has the sending in it, not the simulation. Each run gets its own deployment: topics
+under a fresh TOPIC_PREFIX, Redis keys under its REDIS_PREFIX, ACLs and Redis users for it
+(``PrefixAccess``); all is deleted afterwards.
+
+    eval "$(ops/stack.sh env)"      # the admin's credentials (or a private stack's stack.env)
+    .venv/bin/python bench/pipeline.py live --tables 1000 --seconds 300
+    .venv/bin/python bench/pipeline.py live --tables 2000,3000 --seconds 360 --json out.jsonl
+    .venv/bin/python bench/pipeline.py full-speed --tables 100 --shoes 1
+    .venv/bin/python bench/pipeline.py full-speed --tables 100 --shoes 1 --instances 2 --check
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import math
+import multiprocessing
+import os
+import re
+import socket
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+import urllib.request
+import uuid
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import redis
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+
+from surveil.core.findings import AlertCode
+from surveil.events import codec
+from surveil.events import models as m
+from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
+from surveil.runtime.config import Settings, kafka_client_config
+from surveil.runtime.topics import ALL_TOPICS, INPUTS, create_topics, delete_topics, partitions_from_env
+
+ROOT = Path(__file__).resolve().parents[1]
+SURVEIL = ROOT / ".venv" / "bin" / "surveil"
+SERVICES = ("shoe-reader", "table-controller", "settlement", "anomaly-detection")
+CONSUMERS = ("table-controller", "settlement", "anomaly-detection")  # consumer groups, named after the service
+# What each group consumes (the facts are anomaly-detection's own internal topic).
+CONSUMED = {
+    "table-controller": (m.SHOE_TOPIC, INPUTS),
+    "settlement": (m.TABLE_TOPIC,),
+    "anomaly-detection": (m.SHOE_TOPIC, m.TABLE_TOPIC, m.SETTLEMENT_TOPIC, "anomaly-detection-facts"),
+}
+PIPELINE_TOPICS = (INPUTS, m.SHOE_TOPIC, m.TABLE_TOPIC, m.SETTLEMENT_TOPIC, m.ALERTS_TOPIC)
+# Irregularities the table side can cause, live (the settlement ones are done offline only):
+# card reads that reveal it themselves, and rounds found wrong when they are ready.
+LIVE_INJECTIONS = (
+    AlertCode.CARD_EXPOSED, AlertCode.CARD_MISMATCH, AlertCode.DRAW_BANKER_EXTRA, AlertCode.LATE_BET,
+    AlertCode.CARD_OVERCOUNT, AlertCode.RESULT_MISMATCH,
+)
+WARMUP_SECONDS = 60.0  # tables start over the first 50 s (shoe start, burn): not measured
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def load_average() -> tuple[float, float, float]:
+    one, five, fifteen = Path("/proc/loadavg").read_text().split()[:3]
+    return float(one), float(five), float(fifteen)
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_status(pid: int, field_name: str) -> int:
+    """A ``kB`` figure of /proc/<pid>/status (VmHWM: peak resident set, VmRSS: now)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def percentile(values: list[float], share: float) -> float:
+    if not values:
+        return math.nan
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(share * len(ordered)))]
+
+
+# ---- the deployment ---------------------------------------------------------------------------
+
+
+@dataclass
+class Pipeline:
+    """Topics, Redis keys, principals and the services of one measurement."""
+
+    bootstrap: str
+    redis_url: str
+    instances: int = 1  # of each consumer service (the shoe-reader is one: the devices connect to it)
+    services: tuple[str, ...] = SERVICES
+    device_secret: str = "bench floor"  # the devices sign, the services check (DEVICE_KEY_SECRET)
+    partitions: int = field(default_factory=partitions_from_env)
+    tag: str = field(default_factory=lambda: f"bench-pipeline-{uuid.uuid4().hex[:8]}")
+    log_level: str = "INFO"  # faust and the runner log their partition assignments at INFO
+    reader_port: int = field(default_factory=free_port)
+    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    metrics_ports: dict[str, int] = field(default_factory=dict)
+    access: PrefixAccess | None = None
+
+    def __post_init__(self) -> None:
+        self.prefix = self.tag + "."
+        self.logs = Path(tempfile.mkdtemp(prefix=self.tag + "-"))
+
+    def instance_names(self, service: str) -> list[str]:
+        if service == "shoe-reader" or self.instances == 1:
+            return [service]
+        return [f"{service}-{n}" for n in range(1, self.instances + 1)]
+
+    def __enter__(self) -> Pipeline:
+        create_topics(self.bootstrap, [self.prefix + t for t in ALL_TOPICS], self.partitions)
+        self.access = PrefixAccess(self.bootstrap, self.redis_url, self.prefix, self.prefix)
+        try:
+            for service in self.services:
+                for name in self.instance_names(service):
+                    self.start(service, name)
+            self.wait_ready()
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def start(self, service: str, name: str) -> None:
+        assert self.access is not None
+        self.metrics_ports[name] = free_port()
+        env = {
+            **os.environ,
+            "KAFKA_BOOTSTRAP": self.bootstrap,
+            "REDIS_URL": self.redis_url,
+            "TOPIC_PREFIX": self.prefix,
+            "REDIS_PREFIX": self.prefix,
+            "PARTITIONS": str(self.partitions),
+            "METRICS_PORT": str(self.metrics_ports[name]),
+            "SHOE_READER_PORT": str(self.reader_port),
+            "INSTANCE_ID": name,
+            "LOG_LEVEL": self.log_level,
+            "DEVICE_KEY_SECRET": self.device_secret,
+            "FAUST_DATADIR": str(self.logs / f"faust-{name}"),
+        }
+        env = self.access.env(service, env)  # its own principal, with the ACLs of this prefix
+        log = (self.logs / f"{name}.log").open("wb")
+        self.processes[name] = subprocess.Popen([str(SURVEIL), "serve", service], env=env, stdout=log, stderr=subprocess.STDOUT)
+
+    def check_alive(self) -> None:
+        dead = [name for name, process in self.processes.items() if process.poll() is not None]
+        if dead:
+            raise RuntimeError(f"{', '.join(dead)} exited; logs in {self.logs}")
+
+    def wait_ready(self, timeout: float = 180) -> None:
+        """The reader listens; every consumer group is stable with all its members."""
+        deadline = time.monotonic() + timeout
+        if "shoe-reader" in self.services:
+            while True:
+                self.check_alive()
+                try:
+                    socket.create_connection(("127.0.0.1", self.reader_port), timeout=1).close()
+                    break
+                except OSError:
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"the shoe-reader does not listen; logs in {self.logs}") from None
+                    time.sleep(0.2)
+        groups = [g for g in CONSUMERS if g in self.services]
+        while groups:
+            self.check_alive()
+            owners = self.assignments()
+            if all(len(owners.get(g, {})) == self.instances and sum(map(len, owners[g].values())) >= self.partitions for g in groups):
+                return
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"consumer groups not ready: {owners}; logs in {self.logs}")
+            time.sleep(1)
+
+    def assignments(self) -> dict[str, dict[str, list[str]]]:
+        """Per group: each member (its client id) and the partitions it owns, from the group
+        coordinator (``describe_consumer_groups``)."""
+        admin = KafkaAdminClient(**kafka_client_config(self.bootstrap), client_id=f"{self.tag}-probe")
+        try:
+            described = admin.describe_groups([self.prefix + g for g in CONSUMERS])
+        finally:
+            admin.close()
+        owners: dict[str, dict[str, list[str]]] = {}
+        for group_id, group in described.items():
+            if group.get("group_state") != "Stable":
+                continue
+            members = owners.setdefault(group_id.removeprefix(self.prefix), {})
+            for member in group.get("members") or ():
+                tps = []
+                for assigned in (member.get("member_assignment") or {}).get("assigned_partitions") or ():
+                    tps += [f"{assigned['topic'].removeprefix(self.prefix)}:{p}" for p in sorted(assigned["partitions"])]
+                name = member.get("group_instance_id") or member.get("client_id") or member.get("member_id")
+                members[str(name)] = sorted(tps)
+        return owners
+
+    def __exit__(self, *_: object) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if self.access is not None:
+            self.access.close()
+        admin = KafkaAdminClient(**kafka_client_config(self.bootstrap), client_id=f"{self.tag}-cleanup")
+        try:
+            ours = [t for t in admin.list_topics() if t.startswith(self.prefix)]
+            groups = [g["group_id"] for g in admin.list_groups() if g["group_id"].startswith(self.prefix)]
+            if groups:
+                try:
+                    admin.delete_groups(groups)
+                except Exception:  # static members linger until their session ends: harmless
+                    pass
+        finally:
+            admin.close()
+        delete_topics(self.bootstrap, ours)
+        client = redis.Redis.from_url(self.redis_url)
+        doomed = list(client.scan_iter(match=self.prefix + "*", count=1000))
+        for first in range(0, len(doomed), 500):
+            client.unlink(*doomed[first:first + 500])
+        client.close()
+
+    # ---- what the processes used ----------------------------------------------------------
+
+    def cpu_seconds(self) -> dict[str, float]:
+        return {name: proc_cpu_seconds(p.pid) for name, p in self.processes.items() if p.poll() is None}
+
+    def peak_rss_mb(self) -> dict[str, float]:
+        return {name: proc_status(p.pid, "VmHWM") / 1024 for name, p in self.processes.items() if p.poll() is None}
+
+    def metrics_text(self, name: str) -> str:
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_ports[name]}/metrics", timeout=5) as response:
+            text: str = response.read().decode()
+            return text
+
+    def histogram(self, metric: str) -> dict[float, float]:
+        """``metric``'s cumulative bucket counts, summed over the anomaly-detection instances."""
+        total: dict[float, float] = defaultdict(float)
+        pattern = re.compile(rf'^{metric}_bucket\{{le="([^"]+)"\}} (\S+)$', re.M)
+        for name in self.instance_names("anomaly-detection"):
+            for le, count in pattern.findall(self.metrics_text(name)):
+                total[math.inf if le == "+Inf" else float(le)] += float(count)
+        return dict(total)
+
+    def settings(self, principal: str) -> Settings:
+        assert self.access is not None
+        settings = replace(Settings.from_env(principal), kafka_bootstrap=self.bootstrap, topic_prefix=self.prefix)
+        return self.access.settings(settings, principal)  # type: ignore[no-any-return]
+
+
+def histogram_delta(after: Mapping[float, float], before: Mapping[float, float]) -> dict[float, float]:
+    return {le: after[le] - before.get(le, 0.0) for le in after}
+
+
+def histogram_quantile(buckets: Mapping[float, float], share: float) -> float:
+    """As Prometheus' histogram_quantile: linear within the bucket the rank falls in."""
+    bounds = sorted(buckets)
+    total = buckets[bounds[-1]] if bounds else 0.0
+    if total <= 0:
+        return math.nan
+    rank, lower, below = share * total, 0.0, 0.0
+    for le in bounds:
+        count = buckets[le]
+        if count >= rank:
+            if le == math.inf:
+                return lower  # above the largest finite bucket: its bound is all one can say
+            return lower + (le - lower) * (rank - below) / max(count - below, 1e-9)
+        lower, below = le, count
+    return lower
+
+
+def share_within(buckets: Mapping[float, float], bound: float) -> float:
+    total = buckets.get(math.inf, 0.0)
+    return buckets.get(bound, math.nan) / total if total else math.nan
+
+
+# ---- watching the broker ------------------------------------------------------------------------
+
+
+class Offsets(threading.Thread):
+    """Every ``interval`` s: each topic's end offsets (read_committed) and each group's committed
+    offsets, summed over partitions, with the time and the load average."""
+
+    def __init__(self, pipeline: Pipeline, interval: float = 5.0) -> None:
+        super().__init__(daemon=True)
+        self.pipeline = pipeline
+        self.interval = interval
+        self.samples: list[dict[str, Any]] = []
+        self.stop = threading.Event()
+        self.errors = 0
+
+    def run(self) -> None:
+        prefix = self.pipeline.prefix
+        config = kafka_client_config(self.pipeline.bootstrap)
+        admin = KafkaAdminClient(**config, client_id=f"{self.pipeline.tag}-offsets")
+        consumer = KafkaConsumer(**config, group_id=None, enable_auto_commit=False, isolation_level="read_committed")
+        topics = sorted({*PIPELINE_TOPICS, *(t for ts in CONSUMED.values() for t in ts)})
+        try:
+            while True:
+                try:
+                    self.samples.append(self.sample(admin, consumer, prefix, topics))
+                except Exception:
+                    self.errors += 1
+                if self.stop.wait(self.interval):
+                    break
+        finally:
+            consumer.close()
+            admin.close()
+
+    def sample(self, admin: KafkaAdminClient, consumer: KafkaConsumer, prefix: str, topics: list[str]) -> dict[str, Any]:
+        tps = [TopicPartition(prefix + t, p) for t in topics for p in consumer.partitions_for_topic(prefix + t) or ()]
+        ends = consumer.end_offsets(tps)
+        produced: dict[str, int] = Counter()
+        for tp, offset in ends.items():
+            produced[tp.topic.removeprefix(prefix)] += offset
+        lag, consumed = {}, {}
+        for group, consumes in CONSUMED.items():
+            if group not in self.pipeline.services:
+                continue
+            committed = admin.list_group_offsets(prefix + group).get(prefix + group, {})
+            total_lag = total_done = 0
+            for tp in tps:
+                if tp.topic.removeprefix(prefix) not in consumes:
+                    continue
+                done = committed.get(tp)
+                position = done.offset if done is not None and done.offset >= 0 else 0
+                total_lag += max(ends[tp] - position, 0)
+                total_done += position
+            lag[group], consumed[group] = total_lag, total_done
+        return {"t": time.time(), "load": load_average()[0], "produced": dict(produced), "lag": lag, "consumed": consumed}
+
+
+class Alerts(threading.Thread):
+    """Consumes ``baccarat.alerts`` from the start and notes when each alert arrived."""
+
+    def __init__(self, pipeline: Pipeline) -> None:
+        super().__init__(daemon=True)
+        self.pipeline = pipeline
+        self.arrivals: list[tuple[float, m.AlertRaised]] = []  # (time.time() at arrival, alert)
+        self.stop = threading.Event()
+        self.ready = threading.Event()
+
+    def run(self) -> None:
+        topic = self.pipeline.prefix + m.ALERTS_TOPIC
+        consumer = KafkaConsumer(**kafka_client_config(self.pipeline.bootstrap), group_id=None, enable_auto_commit=False,
+                                 auto_offset_reset="earliest", fetch_max_wait_ms=50)
+        consumer.assign([TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()])
+        consumer.seek_to_beginning()
+        consumer.poll(timeout_ms=0)
+        self.ready.set()
+        while not self.stop.is_set():
+            for records in consumer.poll(timeout_ms=100).values():
+                now = time.time()
+                for record in records:
+                    alert = codec.decode(record.value)
+                    assert isinstance(alert, m.AlertRaised)
+                    self.arrivals.append((now, alert))
+        consumer.close()
+
+    def distinct(self) -> dict[str, m.AlertRaised]:
+        return {alert.data.alert_id: alert for _, alert in self.arrivals}
+
+
+def read_topic(bootstrap: str, topic: str) -> list[m.Event]:
+    """Every committed event of ``topic`` (read to its end offsets)."""
+    consumer = KafkaConsumer(**kafka_client_config(bootstrap), group_id=None, enable_auto_commit=False,
+                             isolation_level="read_committed", auto_offset_reset="earliest", max_poll_records=5000)
+    try:
+        tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
+        consumer.assign(tps)
+        consumer.seek_to_beginning()
+        ends = consumer.end_offsets(tps)
+        events: list[m.Event] = []
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            for records in consumer.poll(timeout_ms=1000).values():
+                events += [codec.decode(r.value) for r in records]
+        return events
+    finally:
+        consumer.close()
+
+
+# ---- the simulator, in a process of its own -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlaySpec:
+    tables: int
+    shoes: int
+    seed: int
+    pace: float  # wall-clock seconds per round; 0: as fast as possible
+    seconds: float | None  # table time to generate (None: the whole floor)
+    inject: tuple[str, ...]
+    start: float | None  # Unix time the floor's clock starts at, and play begins (real pace)
+    settings: Settings  # the floor-simulator's, as the deployment's principal
+    reader_port: int
+    device_secret: str
+
+
+def _play(spec: PlaySpec, pipe: Any) -> None:
+    """Child process: generate the floor's actions (with START at ``spec.start``), wait for it,
+    play them; report through ``pipe``."""
+    import surveil.sim.live as live_module
+    import surveil.sim.table as table_module
+    from surveil.runtime.kafka import Publisher
+    from surveil.runtime.signing import DeviceKeys
+    from surveil.sim.floor import Floor
+    from surveil.sim.table import TableInput, Truth
+
+    if spec.start is not None:
+        table_module.START = live_module.START = datetime.fromtimestamp(spec.start, timezone.utc)
+    start_of_floor = table_module.START
+    generating = time.perf_counter()
+    floor = Floor(spec.tables, spec.shoes, spec.seed, inject=[AlertCode(code) for code in spec.inject])
+    actions: list[Any] = []
+    labels: list[Any] = []  # of rounds that ended within the window: their alerts are due
+    pending: dict[str, list[Any]] = defaultdict(list)  # per table: labels of the round in play
+    rounds = 0
+    for action in floor.actions():
+        if spec.seconds is not None and (action.time - start_of_floor).total_seconds() > spec.seconds:
+            break
+        actions.append(action)
+        if isinstance(action, Truth):
+            pending[action.table_id].append(action.label)
+        elif isinstance(action, TableInput) and isinstance(action.event, m.Result):
+            rounds += 1
+            labels += pending.pop(action.table_id, [])
+    generated = time.perf_counter() - generating
+    pipe.send({"generated_seconds": generated, "actions": len(actions), "rounds": rounds})
+    if spec.start is not None:
+        ahead = spec.start - time.time()
+        if ahead < 0:
+            pipe.send({"error": f"generating took {generated:.0f} s: {-ahead:.1f} s past the start; give it more --lead"})
+            return
+        time.sleep(ahead)
+    keys = DeviceKeys(spec.device_secret)
+    publisher = Publisher(spec.settings, keys)
+    run = live_module.LiveRun()
+    clock: dict[str, float] = {}
+
+    async def play() -> None:
+        gateway = live_module.ShoeGateway("127.0.0.1", spec.reader_port)
+        clock["began"] = time.time()
+        try:
+            await live_module.play_live(SimpleNamespace(actions=lambda: iter(actions)), publisher, gateway, spec.pace,  # type: ignore[arg-type]
+                                        run=run, keys=keys)
+        finally:
+            await gateway.close()
+
+    cpu = time.process_time()
+    asyncio.run(play())
+    ended = time.time()
+    publisher.close()
+    pipe.send({
+        "began": clock["began"], "ended": ended, "late_start": clock["began"] - spec.start if spec.start else 0.0,
+        "lines": run.lines, "inputs": run.inputs, "most_behind": run.most_behind, "reconnects": run.reconnects,
+        "cpu_seconds": time.process_time() - cpu,
+        "labels": [(label.table_id, label.code, label.round_id) for label in labels],
+    })
+
+
+class Simulator:
+    """The simulator's process: ``generated()`` once its actions are made, ``result()`` once played."""
+
+    def __init__(self, spec: PlaySpec) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.pipe, child = context.Pipe(duplex=False)
+        self.process = context.Process(target=_play, args=(spec, child), daemon=True)
+        self.process.start()
+        child.close()
+
+    def _receive(self, timeout: float) -> dict[str, Any]:
+        if not self.pipe.poll(timeout):
+            raise TimeoutError("the simulator said nothing")
+        message: dict[str, Any] = self.pipe.recv()
+        if "error" in message:
+            raise RuntimeError(message["error"])
+        return message
+
+    def generated(self, timeout: float = 1800) -> dict[str, Any]:
+        return self._receive(timeout)
+
+    def result(self, timeout: float = 7200) -> dict[str, Any]:
+        try:
+            return self._receive(timeout)
+        finally:
+            self.process.join(30)
+
+    @property
+    def pid(self) -> int:
+        return int(self.process.pid or 0)
+
+
+def injections(tables: int, per_table: int) -> tuple[str, ...]:
+    """``per_table`` codes for every table (the floor deals code i to table i mod tables)."""
+    return tuple(LIVE_INJECTIONS[i % len(LIVE_INJECTIONS)].value for i in range(tables * per_table))
+
+
+# ---- live, at real pace -----------------------------------------------------------------------
+
+
+def lag_trend(samples: list[dict[str, Any]], group: str) -> dict[str, float]:
+    """Lag of ``group`` over ``samples``: mean, max, first and last quarter's means, and the
+    least-squares slope (messages/s)."""
+    points = [(s["t"], s["lag"][group]) for s in samples if group in s["lag"]]
+    if len(points) < 4:
+        return {}
+    ts, lags = zip(*points)
+    t0 = ts[0]
+    xs = [t - t0 for t in ts]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(lags)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, lags)) / max(sum((x - mean_x) ** 2 for x in xs), 1e-9)
+    quarter = max(len(lags) // 4, 1)
+    return {"mean": mean_y, "max": max(lags), "first_quarter": statistics.fmean(lags[:quarter]),
+            "last_quarter": statistics.fmean(lags[-quarter:]), "slope_per_s": slope, "seconds": xs[-1]}
+
+
+def growing(trend: Mapping[str, float], events_per_s: float) -> bool:
+    """A backlog that grows: over the window, the fitted growth is more than half the mean lag
+    and more than two seconds of the group's input."""
+    if not trend:
+        return True
+    growth = trend["slope_per_s"] * trend["seconds"]
+    return growth > max(0.5 * trend["mean"], 2 * events_per_s, 100)
+
+
+def live(bootstrap: str, redis_url: str, tables: int, seconds: float, instances: int, per_table: int, lead: float | None,
+         seed: int) -> dict[str, Any]:
+    inject = injections(tables, per_table)
+    # Generating runs at ~700 rounds/s on a free core: give it three times that, and 20 s.
+    lead = lead if lead is not None else 20 + 3 * tables * seconds / 50 / 700
+    with Pipeline(bootstrap, redis_url, instances=instances) as pipeline:
+        alerts = Alerts(pipeline)
+        alerts.start()
+        alerts.ready.wait(60)
+        start = time.time() + lead
+        simulator = Simulator(PlaySpec(tables, 1, seed, 50.0, seconds, inject, start, pipeline.settings(FLOOR_SIMULATOR),
+                                       pipeline.reader_port, pipeline.device_secret))
+        generated = simulator.generated()
+        offsets = Offsets(pipeline)
+        offsets.start()
+        time.sleep(max(start + WARMUP_SECONDS - time.time(), 0))
+        pipeline.check_alive()
+        before = {metric: pipeline.histogram(metric) for metric in ("surveil_detection_latency_seconds", "surveil_alert_latency_seconds")}
+        cpu_before, sim_cpu_before, bench_cpu_before = pipeline.cpu_seconds(), proc_cpu_seconds(simulator.pid), time.process_time()
+        window_start = time.time()
+        loads = [load_average()]
+        while time.time() < start + seconds:
+            time.sleep(min(10, max(start + seconds - time.time(), 0)))
+            loads.append(load_average())
+            pipeline.check_alive()
+        window_end = time.time()
+        after = {metric: pipeline.histogram(metric) for metric in before}
+        cpu_after, sim_cpu_after = pipeline.cpu_seconds(), proc_cpu_seconds(simulator.pid)
+        bench_cpu = time.process_time() - bench_cpu_before
+        played = simulator.result()
+        window = [s for s in offsets.samples if window_start <= s["t"] <= window_end]
+        # Then until the backlog is gone (what was left at the end of play), for the alerts of the last rounds.
+        drained_at = drain(pipeline, offsets, timeout=600)
+        time.sleep(3)
+        offsets.stop.set()
+        alerts.stop.set()
+        offsets.join()
+        alerts.join()
+        peak = pipeline.peak_rss_mb()
+
+    span = window_end - window_start
+    produced = {t: (window[-1]["produced"].get(t, 0) - window[0]["produced"].get(t, 0)) / (window[-1]["t"] - window[0]["t"])
+                for t in PIPELINE_TOPICS} if len(window) > 1 else {}
+    consumed = {g: (window[-1]["consumed"][g] - window[0]["consumed"][g]) / (window[-1]["t"] - window[0]["t"])
+                for g in CONSUMERS} if len(window) > 1 else {}
+    trends = {g: lag_trend(window, g) for g in CONSUMERS}
+    # Alerts: from the revealing event's time (the wall clock when it happened) to arrival here.
+    by_rule: dict[str, list[float]] = defaultdict(list)
+    for arrived, alert in alerts.arrivals:
+        moment = alert.time.timestamp()
+        if window_start <= moment <= window_end:
+            by_rule[alert.data.rule].append(arrived - moment)
+    everything = [x for xs in by_rule.values() for x in xs]
+    first_half = [arrived - a.time.timestamp() for arrived, a in alerts.arrivals if window_start <= a.time.timestamp() < window_start + span / 2]
+    second_half = [arrived - a.time.timestamp() for arrived, a in alerts.arrivals if window_start + span / 2 <= a.time.timestamp() <= window_end]
+    found = {(a.subject, a.data.rule) for _, a in alerts.arrivals}
+    missed = [label for label in played["labels"] if (label[0], label[1]) not in found]
+    detection = histogram_delta(after["surveil_detection_latency_seconds"], before["surveil_detection_latency_seconds"])
+    alert_hist = histogram_delta(after["surveil_alert_latency_seconds"], before["surveil_alert_latency_seconds"])
+    cpu = {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / span for name in cpu_after}
+    cpu["simulator"] = (sim_cpu_after - sim_cpu_before) / span
+    cpu["bench (alerts, offsets)"] = bench_cpu / span
+    sustained = all(not growing(trends[g], consumed.get(g, 0.0)) for g in CONSUMERS)
+    return {
+        "mode": "live", "tables": tables, "seconds": seconds, "instances": instances, "window_seconds": span,
+        "generated": generated, "played": {k: v for k, v in played.items() if k != "labels"},
+        "rounds_per_s": generated["rounds"] / seconds,
+        "produced_per_s": produced, "consumed_per_s": consumed,
+        "lag": trends, "sustained": sustained,
+        "drain_seconds": drained_at - window_end if drained_at else None,
+        "detection_latency": {"events": detection.get(math.inf, 0), "p50": histogram_quantile(detection, 0.5),
+                              "p99": histogram_quantile(detection, 0.99), "within_100ms": share_within(detection, 0.1)},
+        "alert_latency_service": {"alerts": alert_hist.get(math.inf, 0), "p50": histogram_quantile(alert_hist, 0.5),
+                                  "p99": histogram_quantile(alert_hist, 0.99), "within_100ms": share_within(alert_hist, 0.1)},
+        "alert_latency_end_to_end": {
+            "alerts": len(everything), "p50": percentile(everything, 0.5), "p99": percentile(everything, 0.99),
+            "max": max(everything, default=math.nan),
+            "p99_first_half": percentile(first_half, 0.99), "p99_second_half": percentile(second_half, 0.99),
+            "by_rule": {rule: {"alerts": len(xs), "p50": percentile(xs, 0.5), "p99": percentile(xs, 0.99)} for rule, xs in sorted(by_rule.items())},
+        },
+        "labels": len(played["labels"]), "labels_missed": len(missed), "missed_examples": missed[:5],
+        "alerts_distinct": len(alerts.distinct()), "alerts_received": len(alerts.arrivals),
+        "cpu_share": cpu, "peak_rss_mb": peak,
+        "load_average": {"min": min(x[0] for x in loads), "max": max(x[0] for x in loads), "start": loads[0], "end": loads[-1]},
+    }
+
+
+def drain(pipeline: Pipeline, offsets: Offsets, timeout: float) -> float | None:
+    """When every group has consumed what had been produced by the time play ended (None: not
+    within ``timeout``). A caught-up group's committed offsets stop short of the transaction
+    markers, one per partition: that much is allowed."""
+    deadline = time.time() + timeout
+    ended = offsets.samples[-1]
+    groups = [g for g in CONSUMERS if g in pipeline.services]
+    while time.time() < deadline:
+        time.sleep(1)
+        last = offsets.samples[-1]
+        if last is ended:
+            continue
+        if all(last["consumed"][g] >= ended["consumed"][g] + ended["lag"][g] - len(CONSUMED[g]) * pipeline.partitions for g in groups):
+            return float(last["t"])
+    return None
+
+
+# ---- full speed -------------------------------------------------------------------------------
+
+
+def settled(offsets: Offsets, pipeline: Pipeline, quiet: float = 10.0) -> float:
+    """Wait until nothing more is produced or consumed for ``quiet`` s and no group lags (beyond
+    the transaction markers); the time the last change was seen."""
+    last_change, last_state = time.time(), None
+    while True:
+        time.sleep(1)
+        pipeline.check_alive()
+        if not offsets.samples:
+            continue
+        s = offsets.samples[-1]
+        state = (s["produced"], s["consumed"])
+        if state != last_state:
+            last_state, last_change = state, s["t"]
+        elif time.time() - last_change > quiet and all(s["lag"].get(g, 0) <= 4 * pipeline.partitions for g in CONSUMERS):
+            return float(last_change)
+
+
+def full_speed(bootstrap: str, redis_url: str, tables: int, shoes: int, instances: int, seed: int, check: bool,
+               per_table: int) -> dict[str, Any]:
+    inject = injections(tables, per_table)
+    with Pipeline(bootstrap, redis_url, instances=instances) as pipeline:
+        alerts = Alerts(pipeline)
+        alerts.start()
+        alerts.ready.wait(60)
+        simulator = Simulator(PlaySpec(tables, shoes, seed, 0.0, None, inject, None, pipeline.settings(FLOOR_SIMULATOR),
+                                       pipeline.reader_port, pipeline.device_secret))
+        generated = simulator.generated()
+        offsets = Offsets(pipeline, interval=2.0)
+        offsets.start()
+        cpu_before, load_before = pipeline.cpu_seconds(), load_average()
+        owners_during: list[dict[str, Any]] = []
+        played = simulator.result()
+        began = played["began"]
+        owners_during.append(pipeline.assignments())
+        finished = settled(offsets, pipeline)
+        cpu_after, load_after = pipeline.cpu_seconds(), load_average()
+        offsets.stop.set()
+        alerts.stop.set()
+        offsets.join()
+        alerts.join()
+        peak = pipeline.peak_rss_mb()
+        samples = offsets.samples
+        topics_seen = {t: read_topic(bootstrap, pipeline.prefix + t) for t in (m.TABLE_TOPIC, m.SETTLEMENT_TOPIC)} if check else {}
+        owners_after = pipeline.assignments()
+        logs_dir = pipeline.logs
+
+    seconds = finished - began
+    total = {t: samples[-1]["produced"].get(t, 0) for t in PIPELINE_TOPICS}
+    # Each group's busiest stretch: the highest rate over 10 s windows of the samples.
+    peak_rates: dict[str, float] = {}
+    for group in CONSUMERS:
+        best = 0.0
+        for i, s in enumerate(samples):
+            for later in samples[i + 1:]:
+                if later["t"] - s["t"] >= 10:
+                    best = max(best, (later["consumed"][group] - s["consumed"][group]) / (later["t"] - s["t"]))
+                    break
+        peak_rates[group] = best
+    finished_by_group = {}
+    for group in CONSUMERS:
+        final = samples[-1]["consumed"][group]
+        reached = next((s["t"] for s in samples if s["consumed"][group] >= final - 4 * pipeline.partitions), samples[-1]["t"])
+        finished_by_group[group] = reached - began
+    result: dict[str, Any] = {
+        "mode": "full-speed", "tables": tables, "shoes": shoes, "instances": instances,
+        "rounds": generated["rounds"], "actions": generated["actions"],
+        "send_seconds": played["ended"] - played["began"], "seconds": seconds,
+        "events": total, "events_total": sum(total.values()),
+        "events_per_s_end_to_end": sum(total.values()) / seconds, "rounds_per_s": generated["rounds"] / seconds,
+        "group_done_after_s": finished_by_group, "group_peak_events_per_s": peak_rates,
+        "group_events": {g: samples[-1]["consumed"][g] for g in CONSUMERS},
+        "cpu_seconds": {name: cpu_after[name] - cpu_before.get(name, 0.0) for name in cpu_after},
+        "simulator_cpu_seconds": played["cpu_seconds"],
+        "peak_rss_mb": peak, "load_average": {"start": load_before, "end": load_after},
+        "alerts_distinct": len(alerts.distinct()), "alerts_received": len(alerts.arrivals),
+        "assignments": owners_after or owners_during[-1], "logs": str(logs_dir),
+    }
+    if check:
+        result["check"] = compare_with_offline(tables, shoes, seed, inject, topics_seen, alerts)
+    return result
+
+
+def compare_with_offline(tables: int, shoes: int, seed: int, inject: tuple[str, ...], seen: dict[str, list[m.Event]],
+                         alerts: Alerts) -> dict[str, Any]:
+    """Every table event, settlement and alert of the live run against the same floor recorded
+    offline (``surveil simulate``'s path) and replayed through the detectors: each once, none missing."""
+    from surveil.detect.floor import Floor as Detectors
+    from surveil.sim.floor import Floor
+    from surveil.sim.record import record
+
+    reference: list[m.Event] = []
+    record(Floor(tables, shoes, seed, inject=[AlertCode(c) for c in inject]), reference.append, lambda label: None)
+    detectors = Detectors()
+    offline_alerts: list[m.AlertRaised] = []
+    for event in reference:
+        offline_alerts += detectors.feed(event)
+    offline_alerts += detectors.flush()
+    report: dict[str, Any] = {}
+    for topic in (m.TABLE_TOPIC, m.SETTLEMENT_TOPIC):
+        expected = {e.id: codec.encode(e) for e in reference if e.topic == topic}
+        got = Counter(e.id for e in seen[topic])
+        same_bytes = {e.id for e in seen[topic] if expected.get(e.id) == codec.encode(e)}
+        report[topic] = {"expected": len(expected), "live": sum(got.values()),
+                         "missing": len(expected.keys() - got.keys()), "extra": len(got.keys() - expected.keys()),
+                         "duplicated": sum(n - 1 for n in got.values() if n > 1), "byte_identical": len(same_bytes)}
+    received = Counter(a.data.alert_id for _, a in alerts.arrivals)
+    expected_ids = {a.data.alert_id for a in offline_alerts}
+    report["alerts"] = {"expected": len(expected_ids), "live_distinct": len(received), "live_received": sum(received.values()),
+                        "missing": len(expected_ids - set(received)), "extra": len(set(received) - expected_ids),
+                        "republished": sum(n - 1 for n in received.values() if n > 1)}
+    return report
+
+
+# ---- the command line -------------------------------------------------------------------------
+
+
+def show(result: dict[str, Any]) -> str:
+    return json.dumps(result, indent=1, default=lambda o: o if not isinstance(o, float) else round(o, 4), sort_keys=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
+    parser.add_argument("--redis", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    parser.add_argument("--instances", type=int, default=1, help="instances of each consumer service (one consumer group each)")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--json", type=Path, help="append each result here as one JSON line")
+    sub = parser.add_subparsers(dest="mode", required=True)
+    p_live = sub.add_parser("live", help="N tables at real pace")
+    p_live.add_argument("--tables", default="1000", help="comma-separated table counts, one run each")
+    p_live.add_argument("--seconds", type=float, default=300, help="table time played (the first 60 s are warm-up)")
+    p_live.add_argument("--injections", type=int, default=4, help="irregularities per table, one after the other")
+    p_live.add_argument("--lead", type=float, help="seconds between the start and the floor's first action (generation)")
+    p_full = sub.add_parser("full-speed", help="a floor as fast as it goes")
+    p_full.add_argument("--tables", type=int, default=100)
+    p_full.add_argument("--shoes", type=int, default=1)
+    p_full.add_argument("--injections", type=int, default=2)
+    p_full.add_argument("--check", action="store_true", help="compare table events, settlements and alerts with the offline reference")
+    args = parser.parse_args()
+
+    results = []
+    if args.mode == "live":
+        for tables in [int(n) for n in args.tables.split(",") if n]:
+            results.append(live(args.bootstrap, args.redis, tables, args.seconds, args.instances, args.injections, args.lead, args.seed))
+            print(show(results[-1]), flush=True)
+            if args.json:
+                with args.json.open("a") as out:
+                    out.write(json.dumps(results[-1]) + "\n")
+    else:
+        results.append(full_speed(args.bootstrap, args.redis, args.tables, args.shoes, args.instances, args.seed, args.check, args.injections))
+        print(show(results[-1]), flush=True)
+        if args.json:
+            with args.json.open("a") as out:
+                out.write(json.dumps(results[-1]) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,214 @@
+"""Replaying a recorded event log: offline (``surveil replay LOG``), through Kafka into the
+running services (``surveil replay LOG --kafka ... --max``), and the floor under both: how fast
+the same file's JSON lines merely decode.
+
+The log is a simulated floor recorded offline (``surveil simulate``'s path: the devices through
+the real table side), with irregularities injected at every table so the detectors have alerts to
+raise; it is made once and kept (``--log``).
+
+- decode: every line of the file read, then decoded by ``json.loads``, ``orjson.loads``,
+  ``msgspec.json.decode`` (untyped), and ``surveil.events.codec.decode`` (typed and validated,
+  what the replay does); events/s, best of ``--repeat``.
+- offline: ``surveil.anomaly_detection.replay.replay`` on the file's lines in this process
+  (events/s and rounds/s, best of ``--repeat``), and the ``surveil replay LOG`` command timed from
+  start to exit (report included).
+- kafka: a deployment of its own (bench/pipeline.py's ``Pipeline``: the four services, topics
+  under a fresh prefix); ``surveil replay LOG --kafka BOOTSTRAP --max`` as the operator; the clock
+  runs from its start until every alert the offline replay raises has arrived on
+  ``baccarat.alerts`` and the detectors have consumed every event. The alerts are compared with
+  the offline replay's by id.
+
+    eval "$(ops/stack.sh env)"
+    .venv/bin/python bench/replay.py --tables 100 --shoes 2          # makes the log, then all three
+    .venv/bin/python bench/replay.py --log /tmp/floor.jsonl --skip-kafka
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import orjson
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pipeline import CONSUMERS, Alerts, Offsets, Pipeline, load_average, proc_cpu_seconds  # noqa: E402
+
+from surveil.anomaly_detection.replay import replay  # noqa: E402
+from surveil.core.findings import AlertCode  # noqa: E402
+from surveil.events import codec  # noqa: E402
+from surveil.sim.floor import Floor  # noqa: E402
+from surveil.sim.injections import SCOPES, Scope  # noqa: E402
+from surveil.sim.record import record_to_files  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SURVEIL = ROOT / ".venv" / "bin" / "surveil"
+# Every round-scope and settlement-scope code: what a replay finds at the tables.
+REPLAY_INJECTIONS = tuple(code for code, scope in SCOPES.items() if scope in (Scope.ROUND, Scope.SETTLEMENT)
+                          and not code.name.startswith("TIE_BET"))
+
+
+def make_log(path: Path, tables: int, shoes: int, seed: int, per_table: int) -> None:
+    inject = [REPLAY_INJECTIONS[i % len(REPLAY_INJECTIONS)] for i in range(tables * per_table)]
+    started = time.perf_counter()
+    recording = record_to_files(Floor(tables, shoes, seed, inject=inject), path, lambda event: None)
+    print(f"log: {path}, {sum(recording.events.values()):,} events, {recording.labels} labels, "
+          f"made in {time.perf_counter() - started:.0f} s", flush=True)
+
+
+def lines_of(path: Path) -> list[bytes]:
+    opener = gzip.open if path.read_bytes()[:2] == b"\x1f\x8b" else open
+    with opener(path, "rb") as file:
+        return file.readlines()
+
+
+def timed(work: Any, repeat: int) -> list[float]:
+    out = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        work()
+        out.append(time.perf_counter() - started)
+    return out
+
+
+def decode_floor(lines: list[bytes], repeat: int) -> dict[str, Any]:
+    untyped = msgspec.json.Decoder()
+    ways = {
+        "json.loads": lambda: [json.loads(line) for line in lines],
+        "orjson.loads": lambda: [orjson.loads(line) for line in lines],
+        "msgspec.json.decode (untyped)": lambda: [untyped.decode(line) for line in lines],
+        "codec.decode (typed, validated)": lambda: [codec.decode(line) for line in lines],
+    }
+    out = {}
+    for name, work in ways.items():
+        seconds = timed(work, repeat)
+        out[name] = {"seconds": seconds, "events_per_s": [len(lines) / s for s in seconds]}
+    return out
+
+
+def offline(path: Path, lines: list[bytes], repeat: int) -> dict[str, Any]:
+    runs, result = [], None
+    for _ in range(repeat):
+        started, cpu = time.perf_counter(), time.process_time()
+        result = replay(iter(lines))
+        runs.append((time.perf_counter() - started, time.process_time() - cpu))
+    assert result is not None
+    rounds = result.events_by_type["baccarat.round.completed"] + result.events_by_type["baccarat.round.voided"]
+    wall = [w for w, _ in runs]
+    cli = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        subprocess.run([str(SURVEIL), "replay", str(path), "--alerts", os.devnull], check=True, capture_output=True)
+        cli.append(time.perf_counter() - started)
+    return {
+        "events": result.events, "rounds": rounds, "alerts": len(result.alerts), "tables": result.tables,
+        "seconds": wall, "cpu_seconds": [c for _, c in runs],
+        "events_per_s": [result.events / w for w in wall], "rounds_per_s": [rounds / w for w in wall],
+        "cli_seconds": cli, "cli_rounds_per_s": [rounds / s for s in cli],
+        "alert_ids": sorted({a.data.alert_id for a in result.alerts}),
+    }
+
+
+def through_kafka(path: Path, bootstrap: str, redis_url: str, expected_alerts: set[str], rounds: int, events: int,
+                  instances: int) -> dict[str, Any]:
+    with Pipeline(bootstrap, redis_url, instances=instances) as pipeline:
+        alerts = Alerts(pipeline)
+        alerts.start()
+        alerts.ready.wait(60)
+        offsets = Offsets(pipeline, interval=2.0)
+        offsets.start()
+        cpu_before, load_before = pipeline.cpu_seconds(), load_average()
+        env = {**os.environ, "TOPIC_PREFIX": pipeline.prefix}  # the operator (admin), publishing into this deployment
+        started = time.time()
+        publisher = subprocess.Popen([str(SURVEIL), "replay", str(path), "--kafka", bootstrap, "--max"], env=env,
+                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        publisher_cpu = 0.0
+        while publisher.poll() is None:
+            publisher_cpu = proc_cpu_seconds(publisher.pid)
+            time.sleep(0.2)
+        published = time.time()
+        output = publisher.stdout.read().decode() if publisher.stdout else ""
+        if publisher.returncode != 0:
+            raise RuntimeError(f"surveil replay --kafka failed:\n{output}")
+        deadline = time.time() + 3600
+        done_at = None
+        while time.time() < deadline:
+            pipeline.check_alive()
+            got = set(alerts.distinct())
+            if expected_alerts <= got:
+                done_at = max(arrived for arrived, alert in alerts.arrivals if alert.data.alert_id in expected_alerts)
+                break
+            time.sleep(0.5)
+        # The detectors also consumed everything (some events raise nothing).
+        while time.time() < deadline:
+            s = offsets.samples[-1] if offsets.samples else None
+            if s and s["t"] > (done_at or 0) and s["lag"].get("anomaly-detection", 1 << 30) <= 4 * 4 * pipeline.partitions:
+                break
+            time.sleep(1)
+        consumed_at = offsets.samples[-1]["t"]
+        time.sleep(3)
+        cpu_after, load_after = pipeline.cpu_seconds(), load_average()
+        offsets.stop.set()
+        alerts.stop.set()
+        offsets.join()
+        alerts.join()
+        peak = pipeline.peak_rss_mb()
+        received = Counter(a.data.alert_id for _, a in alerts.arrivals)
+    seconds = (done_at or consumed_at) - started
+    return {
+        "instances": instances, "publish_seconds": published - started, "publisher_cpu_seconds": publisher_cpu,
+        "publish_events_per_s": events / (published - started),
+        "alerts_out_seconds": seconds, "rounds_per_s": rounds / seconds, "events_per_s": events / seconds,
+        "detectors_done_seconds": consumed_at - started,
+        "alerts_expected": len(expected_alerts), "alerts_live_distinct": len(received),
+        "alerts_missing": len(expected_alerts - set(received)), "alerts_extra": len(set(received) - expected_alerts),
+        "cpu_seconds": {name: cpu_after[name] - cpu_before.get(name, 0.0) for name in cpu_after},
+        "peak_rss_mb": peak, "load_average": {"start": load_before, "end": load_after},
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
+    parser.add_argument("--redis", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
+    parser.add_argument("--log", type=Path, help="the log to replay (made if missing)")
+    parser.add_argument("--tables", type=int, default=100)
+    parser.add_argument("--shoes", type=int, default=2)
+    parser.add_argument("--injections", type=int, default=6, help="irregularities per table and shoe")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--instances", type=int, default=1, help="instances of each consumer service (kafka)")
+    parser.add_argument("--skip-kafka", action="store_true")
+    parser.add_argument("--skip-offline", action="store_true", help="with --kafka only: still replays once offline for the expected alerts")
+    parser.add_argument("--json", type=Path, help="append the result here as one JSON line")
+    args = parser.parse_args()
+
+    path = args.log or Path(f"/tmp/bench-replay-{args.tables}x{args.shoes}-s{args.seed}.jsonl")
+    if not path.exists():
+        make_log(path, args.tables, args.shoes, args.seed, args.injections * args.shoes)
+    lines = lines_of(path)
+    result: dict[str, Any] = {"log": str(path), "lines": len(lines), "bytes": sum(map(len, lines)), "load_average": load_average()}
+    if not args.skip_offline:
+        result["decode"] = decode_floor(lines, args.repeat)
+    result["offline"] = offline(path, lines, 1 if args.skip_offline else args.repeat)
+    expected = set(result["offline"].pop("alert_ids"))
+    if not args.skip_kafka:
+        result["kafka"] = through_kafka(path, args.bootstrap, args.redis, expected, result["offline"]["rounds"],
+                                        result["offline"]["events"], args.instances)
+    result["load_average_end"] = load_average()
+    print(json.dumps(result, indent=1))
+    if args.json:
+        with args.json.open("a") as out:
+            out.write(json.dumps(result) + "\n")
+
+
+if __name__ == "__main__":
+    main()
