@@ -12,7 +12,7 @@
 #   ops/stack.sh rotate PRINCIPAL            a new password for PRINCIPAL (Kafka, and Redis if it has
 #                                            a user there), in force at once; restart its service
 #
-# Env: KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093), KAFKA_TLS_PORT (9094; 0: no TLS listener),
+# Env: KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093), KAFKA_TLS_PORT (KAFKA_PORT + 2; 0: none),
 # REDIS_PORT (6379), PROMETHEUS_PORT (9090), PARTITIONS (6: the one partition count of every
 # topic in surveil.runtime.topics).
 #
@@ -27,7 +27,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
 KAFKA_PORT=${KAFKA_PORT:-9092}
 KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-9093}
-KAFKA_TLS_PORT=${KAFKA_TLS_PORT:-9094}
+# Next to KAFKA_PORT, so that a private stack on other ports (KAFKA_PORT=39092 ...) does not take
+# the default stack's TLS port.
+KAFKA_TLS_PORT=${KAFKA_TLS_PORT:-$((KAFKA_PORT + 2))}
 REDIS_PORT=${REDIS_PORT:-6379}
 PROMETHEUS_PORT=${PROMETHEUS_PORT:-9090}
 PARTITIONS=${PARTITIONS:-6}
