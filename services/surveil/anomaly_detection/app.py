@@ -165,6 +165,8 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
             continue
         try:
             decoded = codec.decode(raw)
+            if topic != PATTERN_ALERTS and decoded.topic != topic:  # it would be read as what it is not
+                raise codec.InvalidEventError(f"a {decoded.__struct_config__.tag} event travels on {decoded.topic}, not on {topic}")
         except codec.InvalidEventError as error:
             letter = deadletter.dead_letter(
                 SERVICE, raw, str(error), origin=message.topic, topic=message.topic, partition=message.partition, offset=message.offset

@@ -107,11 +107,17 @@ class Unsigned(codec.InvalidEventError):
     """A device's record without its device's signature."""
 
 
-def _decode(raw: bytes | None) -> Event | codec.InvalidEventError:
+def _decode(raw: bytes | None, topic: str | None = None) -> Event | codec.InvalidEventError:
+    """The contract event in a record of ``topic`` (its name without the deployment's prefix), or
+    why it is not one. An event of a type that travels on another topic is not one either: the
+    processor would drop it unseen (or take it for what it is not), so it is a dead letter."""
     try:
-        return codec.decode(raw or b"")
+        event = codec.decode(raw or b"")
     except codec.InvalidEventError as error:
         return error
+    if topic is not None and event.topic != topic:
+        return codec.InvalidEventError(f"a {event.__struct_config__.tag} event travels on {event.topic}, not on {topic}")  # type: ignore[attr-defined]
+    return event
 
 
 class KafkaRunner:
@@ -222,7 +228,7 @@ class KafkaRunner:
             problem = self.keys.problem(device(table_id), record.value or b"", signature)
             if problem:
                 return Unsigned(problem)
-        return _decode(record.value)
+        return _decode(record.value, tp.topic.removeprefix(self.topic_prefix))
 
     def _handle(self, tp: TopicPartition, record: Any, event: Event | codec.InvalidEventError) -> list[Output]:
         try:
