@@ -7,6 +7,7 @@
 #   ops/stack.sh status                      one line each; exit 0 only when all three run
 #   ops/stack.sh kill-kafka [--graceful]     SIGKILL the broker (SIGTERM with --graceful)
 #   ops/stack.sh restart-kafka [--graceful]  kill-kafka, start it again, wait until it serves
+#   ops/stack.sh restart-redis [--graceful]  SIGKILL Redis (SIGTERM with --graceful), start it again
 #   ops/stack.sh env [PRINCIPAL]             print the exports of an admin shell (every password),
 #                                            or of one service: eval "$(ops/stack.sh env settlement)"
 #   ops/stack.sh rotate PRINCIPAL            a new password for PRINCIPAL (Kafka, and Redis if it has
@@ -401,10 +402,12 @@ redis_start() {
   die "redis did not answer PING within 10 s, see $RDIR/redis.log"
 }
 
-redis_stop() {
+redis_stop() { # [SIGNAL]
   local pid
   if pid=$(live_pid "$RDIR/redis.pid" redis-server); then
-    stop_pid redis "$pid" TERM "$REDIS_PORT" # Redis flushes the append-only file on SIGTERM
+    # Redis flushes the append-only file on SIGTERM; after a SIGKILL it has what it wrote to the
+    # file before answering each client (the page cache keeps it; a power loss would not).
+    stop_pid redis "$pid" "${1:-TERM}" "$REDIS_PORT"
     rm -f "$RDIR/redis.pid"
   else
     say "redis: not running"
@@ -494,10 +497,15 @@ case $cmd in
     secrets
     kafka_start
     ;;
+  restart-redis)
+    redis_stop "$(signal_of "${1:-}")"
+    secrets
+    redis_start
+    ;;
   env) print_env "${1:-}" ;;
   rotate) rotate "${1:-}" ;;
   *)
-    sed -n '2,24p' "$0" >&2
+    sed -n '2,25p' "$0" >&2
     exit 2
     ;;
 esac

@@ -13,10 +13,12 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 import pytest
 import redis
 
+from integration.deployment import Deployment
 from surveil.runtime.access import PrefixAccess
 from surveil.runtime.topics import ALL_TOPICS, create_topics, delete_topics
 
@@ -112,3 +114,16 @@ def service_env(prefix_access: PrefixAccess) -> Callable[..., dict[str, str]]:
         return prefix_access.env(service, base)
 
     return make
+
+
+@pytest.fixture
+def deployment(kafka_bootstrap: str, redis_url: str, unique_topics: dict[str, str], topic_prefix: str,
+               redis_client: redis.Redis, redis_prefix: str, tmp_path: Path,
+               prefix_access: PrefixAccess) -> Iterator[Deployment]:
+    """The test's own deployment (``integration.deployment``): its topics and Redis keys (removed
+    afterwards); no service started, and each one started as its own principal."""
+    deployment = Deployment(kafka_bootstrap, redis_url, topic_prefix, redis_prefix, tmp_path, prefix_access)
+    try:
+        yield deployment
+    finally:
+        deployment.stop_all()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -130,6 +131,12 @@ watch_table = app.Table("table-watch", default=None, key_type=bytes, value_type=
 chart_table = app.Table("pattern-charts", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
 
 _watched = msgspec.msgpack.Decoder(Watched)
+# The Watched this worker last wrote per table, with the value it wrote: decoding a table's value
+# (its shoes, recent rounds and outbox: tens of KB by mid-shoe) was the largest cost of an event,
+# and the value read back is, but for a restore or a rebalance, the one this worker wrote. At most
+# WATCH_CACHE_TABLES tables (least recently used out): a few hundred KB each as Python objects.
+WATCH_CACHE_TABLES = int(os.environ.get("WATCH_CACHE_TABLES", "2000"))
+_written: OrderedDict[bytes, tuple[bytes, Watched]] = OrderedDict()
 _charted = msgspec.msgpack.Decoder(Charted)
 _facts = msgspec.msgpack.Decoder(PatronBet | DealerRound)
 _encode = msgspec.msgpack.Encoder().encode
@@ -175,8 +182,7 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
             metrics.DEAD_LETTERS.labels(SERVICE, message.topic).inc()
             continue
         key = decoded.subject.encode()
-        stored = watch_table.get(key)
-        watched = _watched.decode(stored) if stored else Watched(TableState(decoded.subject))
+        watched = _watch_of(key, decoded.subject)
         if watched.outbox.seen(topic, message.offset):
             await _publish(watched.outbox.of(topic, message.offset))
             continue
@@ -192,9 +198,28 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
             metrics.table_event(decoded, watched.state)
             metrics.EVENT_LATENCY.observe(max(time.time() - decoded.time.timestamp(), 0.0))
         watched.outbox.record(topic, message.offset, outputs)
-        watch_table[key] = _encode(watched)
+        _store_watch(key, watched)
         await _publish(outputs)
         yield None
+
+
+def _watch_of(key: bytes, table_id: str) -> Watched:
+    """The table's ``Watched``: the object this worker encoded into the table's value, if the
+    value is still that one (the same bytes object), else decoded from the value. Taken out of
+    the cache: an event that fails half-way leaves no half-changed object behind."""
+    stored = watch_table.get(key)
+    cached = _written.pop(key, None)
+    if cached is not None and stored is cached[0]:
+        return cached[1]
+    return _watched.decode(stored) if stored else Watched(TableState(table_id))
+
+
+def _store_watch(key: bytes, watched: Watched) -> None:
+    value = _encode(watched)
+    watch_table[key] = value
+    _written[key] = (value, watched)
+    if len(_written) > WATCH_CACHE_TABLES:
+        _written.popitem(last=False)
 
 
 async def _refused_device_message(raw: bytes, source: str) -> None:
@@ -207,15 +232,14 @@ async def _refused_device_message(raw: bytes, source: str) -> None:
     if found is None:
         return
     key = found.context.table_id.encode()
-    stored = watch_table.get(key)
-    watched = _watched.decode(stored) if stored else Watched(TableState(found.context.table_id))
+    watched = _watch_of(key, found.context.table_id)
     topic, _, offset = source.rpartition(":")
     if watched.outbox.seen(topic, int(offset)):
         await _publish(watched.outbox.of(topic, int(offset)))
         return
     outputs = _alert_outputs(source, [raise_alert(found.finding, found.context, found.time)], watched)
     watched.outbox.record(topic, int(offset), outputs)
-    watch_table[key] = _encode(watched)
+    _store_watch(key, watched)
     await _publish(outputs)
 
 

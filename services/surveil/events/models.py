@@ -17,8 +17,13 @@ from ..core.money import BetResult, Spot
 from ..core.play import Outcome
 
 CardCode = Annotated[str, msgspec.Meta(pattern=r"^(A|[2-9]|10|J|Q|K)[SHDC]$", description="rank + suit, e.g. 10H")]
-Amount = Annotated[int, msgspec.Meta(ge=0, description="currency units")]
-Index = Annotated[int, msgspec.Meta(ge=1, description="1-based position out of the shoe, burns included")]
+# Upper bounds far above any real table, so that absurd input is refused at the door: a trillion
+# (10**12) currency units a stake, and ledger sums stay in Redis' 64-bit counters; a signed amount
+# within 2**53, the largest integer every JSON reader keeps exact; 100,000 cards a shoe.
+Amount = Annotated[int, msgspec.Meta(ge=0, le=10**12, description="currency units")]
+SignedAmount = Annotated[int, msgspec.Meta(ge=-(2**53 - 1), le=2**53 - 1, description="currency units, signed")]
+Index = Annotated[int, msgspec.Meta(ge=1, le=100_000, description="1-based position out of the shoe, burns included")]
+CardCount = Annotated[int, msgspec.Meta(ge=0, le=100_000)]
 Id = Annotated[str, msgspec.Meta(min_length=1)]
 Decks = Annotated[int, msgspec.Meta(ge=6, le=12)]
 Seat = Annotated[str, msgspec.Meta(pattern=r"^([1-7]|standing)$")]
@@ -48,12 +53,12 @@ class CardReadData(Data, frozen=True, kw_only=True):
 
 class CutCardReachedData(Data, frozen=True, kw_only=True):
     shoe_id: Id
-    index: Annotated[int, msgspec.Meta(ge=0)]
+    index: CardCount
 
 
 class ShoeEndedData(Data, frozen=True, kw_only=True):
     shoe_id: Id
-    cards_out: Annotated[int, msgspec.Meta(ge=0)]
+    cards_out: CardCount
 
 
 # ---- baccarat.table -----------------------------------------------------------------------
@@ -62,7 +67,7 @@ class ShoeEndedData(Data, frozen=True, kw_only=True):
 class RoundOpenedData(Data, frozen=True, kw_only=True):
     shoe_id: Id
     round_id: Id
-    round_no: Annotated[int, msgspec.Meta(ge=1)]
+    round_no: Annotated[int, msgspec.Meta(ge=1, le=100_000)]
     dealer_id: Id
     profile: Id
     demo: bool
@@ -136,7 +141,7 @@ class BetSettledData(Data, frozen=True, kw_only=True):
     spot: Spot
     amount: Amount
     result: BetResult
-    net: int
+    net: SignedAmount
     commission: Amount
 
 
@@ -145,7 +150,7 @@ class RoundSettledData(Data, frozen=True, kw_only=True):
     staked: Amount
     paid_out: Amount
     commission: Amount
-    house_net: int
+    house_net: SignedAmount
 
 
 # ---- baccarat.alerts ----------------------------------------------------------------------

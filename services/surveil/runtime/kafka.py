@@ -46,7 +46,7 @@ from .config import Settings
 from .processor import Processor, Rejected
 from .signing import HEADER as SIGNATURE_HEADER
 from .signing import SIGNED_TOPICS, DeviceKeys
-from .state import Backend, StaleProgress, State
+from .state import STORE_UNAVAILABLE, Backend, StaleProgress, State
 
 Output = tuple[str, bytes, bytes]  # topic, key, value
 _outbox_encoder = msgspec.msgpack.Encoder()
@@ -177,16 +177,33 @@ class KafkaRunner:
                     self.log.warning("poll failed; retrying", error=str(error))
                     self.stop.wait(1.0)
                     continue
-                if self.unrecovered:
-                    recovered = self.recover()
-                    # Paused, they return nothing; but nothing read before the seek may pass.
-                    records = {tp: batch for tp, batch in records.items() if tp not in recovered}
-                if records:
-                    self._process(records)
+                try:
+                    if self.unrecovered:
+                        recovered = self.recover()
+                        # Paused, they return nothing; but nothing read before the seek may pass.
+                        records = {tp: batch for tp, batch in records.items() if tp not in recovered}
+                    if records:
+                        self._process(records)
+                except STORE_UNAVAILABLE as error:
+                    self._wait_for_store(records, error)
         finally:
             self.consumer.close()
             self.producer.close()
             self.log.info("stopped")
+
+    def _wait_for_store(self, batch: dict[TopicPartition, list[Any]], error: Exception) -> None:
+        """Redis went away during a batch: whether or not its commit got through is unknown, so
+        the batch's partitions go back to its first records and every assigned partition is
+        recovered, once Redis answers, from what Redis holds, as after a restart."""
+        self.log.warning("redis unavailable; the batch is tried again once it answers", error=str(error))
+        self.state.discard()
+        for tp, records in batch.items():
+            if records and tp not in self.unrecovered:
+                self.consumer.seek(tp, records[0].offset)
+        assigned = self.consumer.assignment()
+        self.consumer.pause(*assigned)
+        self.unrecovered.update(assigned)
+        self.stop.wait(1.0)
 
     # ---- one batch --------------------------------------------------------------------------
 
@@ -242,6 +259,8 @@ class KafkaRunner:
             reason, kind = str(error), deadletter.INVALID
         except Rejected as error:
             reason, kind = str(error), deadletter.REJECTED
+        except STORE_UNAVAILABLE:
+            raise  # not the event's fault: the batch waits for Redis
         except Exception as error:  # a bug must not stop the table's other events
             self.log.exception("processing failed", topic=tp.topic, partition=tp.partition, offset=record.offset)
             reason, kind = f"internal error: {type(error).__name__}: {error}", deadletter.INTERNAL

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import msgspec
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.exceptions import WatchError
 
 T = TypeVar("T")
@@ -37,6 +39,11 @@ class Changes:
 
     def __bool__(self) -> bool:
         return bool(self.values or self.counters or self.progress or self.outbox)
+
+
+# Redis away (restarting, loading its append-only file, refusing a password it has not loaded
+# yet): a batch that meets one of these is tried again once Redis answers, never dead-lettered.
+STORE_UNAVAILABLE = (RedisConnectionError, RedisTimeoutError)
 
 
 class StaleProgress(Exception):

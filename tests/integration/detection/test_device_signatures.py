@@ -24,11 +24,11 @@ from surveil.shoe_reader.protocol import Kind, format_line, signed_line
 NOW = datetime.now(timezone.utc)
 
 
-def read_raw(pipeline: Deployment, topic: str, expected: int, timeout: float = 60) -> list[bytes]:
+def read_raw(deployment: Deployment, topic: str, expected: int, timeout: float = 60) -> list[bytes]:
     consumer = KafkaConsumer(
-        **kafka_client_config(pipeline.bootstrap), group_id=None, isolation_level="read_committed", auto_offset_reset="earliest"
+        **kafka_client_config(deployment.bootstrap), group_id=None, isolation_level="read_committed", auto_offset_reset="earliest"
     )
-    name = pipeline.topic(topic)
+    name = deployment.topic(topic)
     consumer.assign([TopicPartition(name, p) for p in consumer.partitions_for_topic(name) or ()])
     values: list[bytes] = []
     deadline = time.monotonic() + timeout
@@ -39,34 +39,34 @@ def read_raw(pipeline: Deployment, topic: str, expected: int, timeout: float = 6
     return values
 
 
-def test_spoofed_shoe_lines_and_inputs_are_refused_and_alerted(pipeline: Deployment) -> None:
+def test_spoofed_shoe_lines_and_inputs_are_refused_and_alerted(deployment: Deployment) -> None:
     for service in ("shoe-reader", "table-controller", "anomaly-detection"):
-        pipeline.start(service)
+        deployment.start(service)
     forger = DeviceKeys("not the floor's secret")
-    with socket.create_connection(("127.0.0.1", pipeline.reader_port)) as shoe:
+    with socket.create_connection(("127.0.0.1", deployment.reader_port)) as shoe:
         shoe.sendall(signed_line(format_line("T09", 1, NOW, Kind.START, "S1", 8, "manual"), forger))
         shoe.sendall(format_line("T09", 2, NOW, Kind.CARD, "S1", 1, "9H", "down"))  # unsigned
         time.sleep(2)
-    settings = dataclasses.replace(Settings.from_env(FLOOR_SIMULATOR), kafka_bootstrap=pipeline.bootstrap, topic_prefix=pipeline.topic_prefix)
-    if pipeline.access is not None:
-        settings = pipeline.access.settings(settings, FLOOR_SIMULATOR)
+    settings = dataclasses.replace(Settings.from_env(FLOOR_SIMULATOR), kafka_bootstrap=deployment.bootstrap, topic_prefix=deployment.topic_prefix)
+    if deployment.access is not None:
+        settings = deployment.access.settings(settings, FLOOR_SIMULATOR)
     publisher = Publisher(settings, forger)
     bet = m.BetPlaceInput(table_id="T09", bet_id="B1", patron_id="P1", seat="1", spot="banker", amount=100_000)  # type: ignore[arg-type]
     publisher.publish(codec.make(m.BetPlace, bet, id="spoof-1", source="console/T09", time=NOW))
     publisher.flush()
     publisher.close()
 
-    letters = [deadletter.decode(v) for v in read_raw(pipeline, topics.DEADLETTER, 3)]
+    letters = [deadletter.decode(v) for v in read_raw(deployment, topics.DEADLETTER, 3)]
     assert sorted((d.service, d.kind, d.key) for d in letters) == [
         ("shoe-reader", "signature", "T09"),
         ("shoe-reader", "signature", "T09"),
         ("table-controller", "signature", "T09"),
-    ], pipeline.log_text()
-    alerts = [codec.decode(v) for v in read_raw(pipeline, topics.ALERTS, 3)]
+    ], deployment.log_text()
+    alerts = [codec.decode(v) for v in read_raw(deployment, topics.ALERTS, 3)]
     assert sorted((a.data.rule, a.subject, a.data.article) for a in alerts) == [
         ("DEVICE_SIGNATURE", "T09", "Art. 13"),
         ("DEVICE_SIGNATURE", "T09", "Art. 7"),
         ("DEVICE_SIGNATURE", "T09", "Art. 7"),
-    ], pipeline.log_text()
-    assert read_raw(pipeline, topics.SHOE, 1, timeout=3) == []
-    assert read_raw(pipeline, topics.TABLE, 1, timeout=3) == []
+    ], deployment.log_text()
+    assert read_raw(deployment, topics.SHOE, 1, timeout=3) == []
+    assert read_raw(deployment, topics.TABLE, 1, timeout=3) == []

@@ -27,21 +27,21 @@ def floor() -> Floor:
     return Floor(**FLOOR, inject=parse_codes(INJECT))
 
 
-def offline_alerts(pipeline: Deployment) -> dict[str, m.AlertRaised]:
-    """The offline replay of what the pipeline put on the shoe, table and settlement topics."""
+def offline_alerts(deployment: Deployment) -> dict[str, m.AlertRaised]:
+    """The offline replay of what the deployment put on the shoe, table and settlement topics."""
     recorded: list[m.Event] = []
     for topic in (topics.SHOE, topics.TABLE, topics.SETTLEMENT):
-        recorded += pipeline.read(topic, 1, timeout=30)
+        recorded += deployment.read(topic, 1, timeout=30)
     recorded.sort(key=lambda event: event.time)  # any interleaving will do: the checks wait for what they need
     result = replay(iter(codec.encode(event) for event in recorded))
     assert result.rounds_checked > 150
     return {alert.data.alert_id: alert for alert in result.alerts}
 
 
-def live_alerts(pipeline: Deployment, expected: int) -> list[m.AlertRaised]:
+def live_alerts(deployment: Deployment, expected: int) -> list[m.AlertRaised]:
     deadline = time.monotonic() + 180
     while True:
-        alerts = [a for a in pipeline.read(topics.ALERTS, expected, timeout=20) if isinstance(a, m.AlertRaised)]
+        alerts = [a for a in deployment.read(topics.ALERTS, expected, timeout=20) if isinstance(a, m.AlertRaised)]
         if len({a.data.alert_id for a in alerts}) >= expected or time.monotonic() > deadline:
             return alerts
 
@@ -53,10 +53,10 @@ def same_alert(a: m.AlertRaised, b: m.AlertRaised) -> bool:
     return unchained[0] == unchained[1]
 
 
-def check(pipeline: Deployment, live: list[m.AlertRaised]) -> None:
-    offline = offline_alerts(pipeline)
+def check(deployment: Deployment, live: list[m.AlertRaised]) -> None:
+    offline = offline_alerts(deployment)
     by_id = {alert.data.alert_id: alert for alert in live}
-    assert sorted(by_id) == sorted(offline), pipeline.log_text()
+    assert sorted(by_id) == sorted(offline), deployment.log_text()
     assert all(same_alert(by_id[i], offline[i]) for i in offline)
     rules = {alert.data.rule for alert in offline.values()}
     assert set(INJECT.split(",")) <= rules
@@ -65,19 +65,19 @@ def check(pipeline: Deployment, live: list[m.AlertRaised]) -> None:
     assert verify(iter(codec.encode(a) for a in live)).breaks == []
 
 
-def test_live_alerts_equal_the_offline_replay_of_the_same_events(pipeline: Deployment) -> None:
-    pipeline.start_all()
-    pipeline.play(floor(), PACE)
-    check(pipeline, live_alerts(pipeline, len(INJECT.split(","))))
+def test_live_alerts_equal_the_offline_replay_of_the_same_events(deployment: Deployment) -> None:
+    deployment.start_all()
+    deployment.play(floor(), PACE)
+    check(deployment, live_alerts(deployment, len(INJECT.split(","))))
 
 
-def test_a_detector_killed_mid_run_loses_no_alert_and_adds_none(pipeline: Deployment) -> None:
-    pipeline.start_all()
-    thread, outcome = pipeline.play_in_background(floor(), PACE)
+def test_a_detector_killed_mid_run_loses_no_alert_and_adds_none(deployment: Deployment) -> None:
+    deployment.start_all()
+    thread, outcome = deployment.play_in_background(floor(), PACE)
     time.sleep(8)
-    pipeline.kill("anomaly-detection")
+    deployment.kill("anomaly-detection")
     time.sleep(2)
-    pipeline.start("anomaly-detection")
+    deployment.start("anomaly-detection")
     thread.join(timeout=300)
     assert not thread.is_alive() and "error" not in outcome, outcome
-    check(pipeline, live_alerts(pipeline, len(INJECT.split(","))))
+    check(deployment, live_alerts(deployment, len(INJECT.split(","))))

@@ -27,29 +27,29 @@ def as_json(events: list[m.Event]) -> dict[str, dict]:
     return {event.id: json.loads(codec.encode(event)) for event in events}
 
 
-def test_a_floor_plays_a_full_shoe_live_exactly_as_the_offline_log_says(table_side: Deployment) -> None:
-    table_side.start("shoe-reader")
-    table_side.start("table-controller")
-    run = table_side.play(Floor(**FLOOR), pace=0.05)
+def test_a_floor_plays_a_full_shoe_live_exactly_as_the_offline_log_says(deployment: Deployment) -> None:
+    deployment.start("shoe-reader")
+    deployment.start("table-controller")
+    run = deployment.play(Floor(**FLOOR), pace=0.05)
     assert run.reconnects == 0
     for topic in (topics.SHOE, topics.TABLE):
         expected = offline_events(FLOOR, topic)
-        live = table_side.read(topic, len(expected))
+        live = deployment.read(topic, len(expected))
         assert len(live) == len({e.id for e in live}), "an event published twice"
-        assert as_json(live) == as_json(expected), table_side.log_text()
+        assert as_json(live) == as_json(expected), deployment.log_text()
         for event in live:
             validator(event.__struct_config__.tag).validate(json.loads(codec.encode(event)))  # type: ignore[attr-defined]
         for table in ("T001", "T002"):  # each table's events in the order the offline log has them
             assert [e.id for e in live if e.subject == table] == [e.id for e in expected if e.subject == table]
-    assert table_side.count(topics.DEADLETTER) == 0
+    assert deployment.count(topics.DEADLETTER) == 0
 
 
-def test_the_shoe_reader_publishes_a_capture_once_however_often_it_is_replayed(table_side: Deployment, tmp_path: Path) -> None:
+def test_the_shoe_reader_publishes_a_capture_once_however_often_it_is_replayed(deployment: Deployment, tmp_path: Path) -> None:
     lines = [a.line for a in Floor(tables=2, shoes=1, seed=5).actions() if isinstance(a, ShoeLine)]
     capture = tmp_path / "floor.shoe"
     capture.write_bytes(b"".join(lines[:300]) + b"SHOE1 garbled\n")
-    env = {**os.environ, "KAFKA_BOOTSTRAP": table_side.bootstrap, "TOPIC_PREFIX": table_side.topic_prefix,
-           "METRICS_PORT": str(table_side.metrics_ports["shoe-reader"])}
+    env = {**os.environ, "KAFKA_BOOTSTRAP": deployment.bootstrap, "TOPIC_PREFIX": deployment.topic_prefix,
+           "METRICS_PORT": str(deployment.metrics_ports["shoe-reader"])}
 
     def replay(path: Path) -> None:
         done = subprocess.run([sys.executable, "-m", "surveil.shoe_reader", "--capture", str(path)], env=env, cwd=ROOT,
@@ -57,14 +57,14 @@ def test_the_shoe_reader_publishes_a_capture_once_however_often_it_is_replayed(t
         assert done.returncode == 0, done.stderr.decode()[-3000:]
 
     replay(capture)
-    first = table_side.read(topics.SHOE, 300)
+    first = deployment.read(topics.SHOE, 300)
     assert len(first) == 300
-    settings = dataclasses.replace(Settings.from_env("shoe-reader"), kafka_bootstrap=table_side.bootstrap, topic_prefix=table_side.topic_prefix)
+    settings = dataclasses.replace(Settings.from_env("shoe-reader"), kafka_bootstrap=deployment.bootstrap, topic_prefix=deployment.topic_prefix)
     last = published_sequences(settings)
     assert last == {table: max(int(e.id.rpartition(":")[2]) for e in first if e.subject == table) for table in ("T001", "T002")}
     capture.write_bytes(b"".join(lines))  # the whole floor now: the first 300 lines again, then the rest
     replay(capture)
-    everything = table_side.read(topics.SHOE, len(lines))
+    everything = deployment.read(topics.SHOE, len(lines))
     assert sorted(e.id for e in everything) == sorted({e.id for e in everything})
     assert len(everything) == len(lines)
-    assert table_side.count(topics.DEADLETTER) == 1  # the garbled line of the first capture
+    assert deployment.count(topics.DEADLETTER) == 1  # the garbled line of the first capture

@@ -40,19 +40,19 @@ def assert_same_as_uninterrupted(side: Deployment) -> None:
 
 @pytest.mark.parametrize(("service", "topic", "after"), [("shoe-reader", topics.SHOE, 250), ("table-controller", topics.TABLE, 400)])
 def test_a_service_killed_mid_shoe_and_restarted_publishes_every_event_once(
-    table_side: Deployment, service: str, topic: str, after: int
+    deployment: Deployment, service: str, topic: str, after: int
 ) -> None:
-    table_side.start("shoe-reader")
-    table_side.start("table-controller")
-    thread, outcome = table_side.play_in_background(Floor(**FLOOR), PACE)
-    wait_for(lambda: table_side.count(topic) >= after, what=f"{after} records on {topic}")
-    table_side.kill(service)
+    deployment.start("shoe-reader")
+    deployment.start("table-controller")
+    thread, outcome = deployment.play_in_background(Floor(**FLOOR), PACE)
+    wait_for(lambda: deployment.count(topic) >= after, what=f"{after} records on {topic}")
+    deployment.kill(service)
     # Mid-shoe: the shoe still sending, or the controller's table events not all out yet.
-    assert thread.is_alive() if service == "shoe-reader" else table_side.count(topic) < len(offline_events(FLOOR, topic)), "too late"
+    assert thread.is_alive() if service == "shoe-reader" else deployment.count(topic) < len(offline_events(FLOOR, topic)), "too late"
     time.sleep(1.0)
-    table_side.start(service)
+    deployment.start(service)
     thread.join(timeout=300)
     assert not thread.is_alive() and "error" not in outcome, outcome
     if service == "shoe-reader":
         assert outcome["run"].reconnects >= 1
-    assert_same_as_uninterrupted(table_side)
+    assert_same_as_uninterrupted(deployment)
