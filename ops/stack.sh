@@ -19,8 +19,8 @@
 #
 # Secured, always (docs/security.md): Kafka takes SASL/SCRAM-SHA-256 only (127.0.0.1:KAFKA_PORT
 # in plaintext, 127.0.0.1:KAFKA_TLS_PORT over TLS with a CA of its own) and authorizes with ACLs
-# (StandardAuthorizer, super user admin); Redis has one ACL user per service, and its default
-# user may only PING. The passwords are generated once into .stack/secrets/ (git-ignored, 0700),
+# (StandardAuthorizer, super user admin); Redis has one ACL user per service, and no one logs in
+# as its default user. The passwords are generated once into .stack/secrets/ (git-ignored, 0700),
 # with the TLS CA and certificate; .stack/secrets/stack.env is the environment of an admin shell
 # (ops/test.sh sources it; `ops/stack.sh env NAME` gives a service only its own credentials).
 set -euo pipefail
@@ -396,7 +396,8 @@ redis_start() {
       die "redis-server would not start, see $RDIR/redis.log"
   fi
   for _ in {1..100}; do
-    [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null) == PONG ]] && { say "redis: PING answered"; return; }
+    # Without credentials: NOAUTH (PONG from a Redis started before the stack was secured).
+    [[ $(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null) =~ ^(PONG|NOAUTH) ]] && { say "redis: PING answered"; return; }
     sleep 0.1
   done
   die "redis did not answer PING within 10 s, see $RDIR/redis.log"

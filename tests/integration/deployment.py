@@ -354,10 +354,33 @@ class Deployment:
         """What the service applied to Redis, per ``topic:partition`` (its runner's progress)."""
         return self.redis_backend().progress(service)
 
+    def data_ends(self, name: str) -> dict[TopicPartition, int]:
+        """Per partition of the topic, the offset after its last committed event: the end offset,
+        unless the partition ends with a transaction's marker (a consumer has read everything
+        once it committed the marker's offset)."""
+        ends = self.end_offsets(name)
+        consumer = KafkaConsumer(**kafka_client_config(self.bootstrap), isolation_level="read_committed", enable_auto_commit=False)
+        try:
+            found: dict[TopicPartition, int] = {}
+            for tp, end in ends.items():
+                consumer.assign([tp])
+                last, start, window = -1, end, 20
+                while last < 0 and start > 0:  # back until an event (aborted ones are skipped)
+                    start = max(end - window, 0)
+                    consumer.seek(tp, start)
+                    while consumer.position(tp) < end:
+                        for record in consumer.poll(timeout_ms=500).get(tp, []):
+                            last = record.offset
+                    window *= 10
+                found[tp] = last + 1
+            return found
+        finally:
+            consumer.close()
+
     def wait_until_consumed(self, service: str = SETTLEMENT_SERVICE, timeout_s: float = 180, check_alive: bool = True) -> None:
-        """Until the service's group committed, in Kafka, the end of every topic it consumes: all
-        of its input is applied and its outputs are out."""
-        wanted = {tp: end for name in CONSUMES[service] for tp, end in self.end_offsets(name).items() if end}
+        """Until the service's group committed, in Kafka, the end of every topic it consumes (the
+        marker of a last transaction aside): all of its input is applied and its outputs are out."""
+        wanted = {tp: end for name in CONSUMES[service] for tp, end in self.data_ends(name).items() if end}
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             committed = self.committed_offsets(service)

@@ -119,6 +119,42 @@ def test_redis_client_writes_and_reads_under_its_prefix(redis_client: redis.Redi
         (redis_prefix + "ledger:R1").encode(), (redis_prefix + "paid").encode()]
 
 
+def test_a_redis_killed_and_restarted_keeps_every_transaction_it_acknowledged(redis_url: str) -> None:
+    """kill -9 of the stack's Redis, then a restart: what a service user wrote in MULTI/EXEC and in
+    a script is there again (the append-only file replays it; see access.DEFAULT_USER_RULES)."""
+    import os
+    import uuid
+
+    from surveil.runtime import access
+
+    password = access.redis_passwords()[access.SETTLEMENT_SERVICE]
+    if not password or f":{os.environ.get('REDIS_PORT', '6379')}/" not in redis_url or not (ROOT / ".stack/redis/redis.pid").exists():
+        pytest.skip("not the secured Redis that ops/stack.sh runs, so the test cannot kill it")
+    key = f"settlement:it-restart-{uuid.uuid4().hex}"
+    client = redis.Redis.from_url(access.redis_url_for(redis_url, access.SETTLEMENT_SERVICE, password))
+    try:
+        for n in range(1, 201):
+            with client.pipeline(transaction=True) as pipe:
+                pipe.hincrby(key + ":totals", "paid", n).hset(key + ":progress", "p0", n).set(f"{key}:bet:{n}", n)
+                pipe.execute()
+        client.eval("return redis.call('HINCRBY', KEYS[1], 'scripted', 7)", 1, key + ":totals")
+        stack_sh("restart-redis")  # SIGKILL, then a new redis-server on the same files
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                totals = client.hgetall(key + ":totals")
+                break
+            except redis.exceptions.ConnectionError:
+                assert time.monotonic() < deadline, "Redis did not come back"
+                time.sleep(0.2)
+        assert totals == {b"paid": str(sum(range(1, 201))).encode(), b"scripted": b"7"}
+        assert client.hget(key + ":progress", "p0") == b"200"
+        assert [int(v) for v in client.mget([f"{key}:bet:{n}" for n in range(1, 201)])] == list(range(1, 201))
+    finally:
+        client.delete(key + ":totals", key + ":progress", *[f"{key}:bet:{n}" for n in range(1, 201)])
+        client.close()
+
+
 def test_redis_prefixes_differ_between_tests(redis_prefix: str, consumer_group: str,
                                              topic_prefix: str) -> None:
     # Three fixtures, three fresh tags: none equal, none a prefix of another.

@@ -129,6 +129,14 @@ class TableState(msgspec.Struct):
     earlier_fingerprints: list[list[int]] = []  # winnowed runs of earlier shoes, newest last
     shoe_outcome_history: list[list[int]] = []  # Banker/Player/Tie counts of earlier shoes
     drift_tests: int = 0
+    recent_ids: list[str] = []  # ids of the table's last RECENT_IDS events, oldest first
+
+
+# An event whose id the table saw among its last RECENT_IDS events is that event delivered again:
+# a copy from a transaction its producer aborted and then committed again (after a broker restart
+# or a kill -9), a producer's retry, a log recorded twice. Far more than one producer batch of
+# one table, so the copy is always still in the window.
+RECENT_IDS = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,6 +212,12 @@ class TableWatch:
     def feed(self, event: m.Event) -> tuple[list[Raised], list[Fact]]:
         handler = _HANDLERS.get(type(event))
         if handler is not None:
+            recent = self.state.recent_ids
+            if event.id in recent:
+                return _NOTHING
+            recent.append(event.id)
+            if len(recent) > RECENT_IDS:
+                del recent[: len(recent) - RECENT_IDS]
             self._last_time = event.time  # what ``flush`` dates its findings by
             handler(self, event)
         if self.raised or self.facts:

@@ -9,8 +9,9 @@ docs/security.md explains it for operators. In short:
   it writes its own topic (and ``baccarat.deadletter``), reads what it consumes, uses its own
   consumer group and transactional ids, and nothing else.
 - Redis has one ACL user per service that keeps state (``redis_rules``): its keys only
-  (``<REDIS_PREFIX><namespace>:*``), data commands only. ``admin`` may do everything; the
-  ``default`` user (no password) may only PING, for health checks.
+  (``<REDIS_PREFIX><namespace>:*``), data commands only. ``admin`` may do everything; no one can
+  log in as ``default`` (it has no password, and no ``nopass``), so a client without credentials
+  can do nothing, PING included (``DEFAULT_USER_RULES``).
 
 Passwords come from environment variables, one per principal: ``KAFKA_<NAME>_PASSWORD`` and
 ``REDIS_<NAME>_PASSWORD`` (``kafka_passwords``, ``redis_passwords``). A service itself reads only
@@ -265,7 +266,12 @@ def redis_rules(user: str, prefix: str = "") -> list[str]:
     return [f"~{prefix}{namespace}:*", "resetchannels", *SERVICE_COMMANDS]
 
 
-DEFAULT_USER_RULES = ["nopass", "resetkeys", "resetchannels", "-@all", "+ping"]  # health checks only
+# No one logs in as ``default`` (no password, no ``nopass``: a client without credentials gets
+# NOAUTH for everything). It keeps every right because Redis replays its append-only file as the
+# default user and, up to redis/redis#14545, re-checks each MULTI/EXEC there against that user's
+# ACL: a default user limited to PING made Redis drop every transaction of the ledger and the
+# runners' progress when it restarted (silently, "NOPERM" in its log only).
+DEFAULT_USER_RULES = ["resetpass", "~*", "&*", "+@all"]
 
 
 def redis_acl_file(passwords: Mapping[str, str], prefix: str = "") -> str:

@@ -776,7 +776,7 @@ def _redis_users(command: list[str]) -> dict[str, list[str]]:
 def test_redis_has_the_users_of_the_access_plan(deployment: Deployment) -> None:
     users = _redis_users(deployment.services["redis"].command)
     assert set(users) == {"default", *access.REDIS_USERS}, sorted(users)
-    assert users["default"] == ["on", *access.DEFAULT_USER_RULES], "the default user: PING only, for the health check"
+    assert users["default"] == ["on", *access.DEFAULT_USER_RULES], "the default user: no one logs in as it"
     for user in access.REDIS_USERS:
         rules = users[user]
         assert rules[:2] == ["on", f">{SECRETS[access.password_variable('redis', user)]}"], f"{user}: {rules[:2]}"

@@ -1,0 +1,108 @@
+"""Duplicated, reordered and late events: an event seen again (the same id) is the same event
+delivered again, whatever brought it back (a transaction its producer aborted and then committed
+again, a retry, a log recorded twice), and the detectors wait for what they need across streams;
+only a *different* event for the same thing (a second settlement) is an irregularity."""
+
+from __future__ import annotations
+
+import random
+
+import msgspec
+import pytest
+
+from surveil.anomaly_detection.replay import replay
+from surveil.detect.table import _HANDLERS as HANDLED
+from surveil.detect.table import RECENT_IDS, TableState, TableWatch
+from surveil.events import codec
+from surveil.events import models as m
+from surveil.sim.floor import Floor
+from surveil.sim.injections import parse_codes
+from surveil.sim.record import record
+
+INJECT = "DRAW_BANKER_EXTRA,LATE_BET,CARD_MISMATCH,PAYOUT_MISMATCH"
+
+
+@pytest.fixture(scope="module")
+def floor() -> list[m.Event]:
+    events: list[m.Event] = []
+    record(Floor(tables=2, shoes=1, seed=61, inject=parse_codes(INJECT)), events.append, lambda label: None)
+    return events
+
+
+def alert_ids(events: list[m.Event]) -> list[str]:
+    return sorted(a.data.alert_id for a in replay(iter(codec.encode(e) for e in events)).alerts)
+
+
+def test_the_floor_raises_the_injected_alerts(floor: list[m.Event]) -> None:
+    rules = {a.data.rule for a in replay(iter(codec.encode(e) for e in floor)).alerts}
+    assert set(INJECT.split(",")) <= rules
+
+
+def test_every_event_delivered_twice_raises_the_same_alerts(floor: list[m.Event]) -> None:
+    twice = [e for event in floor for e in (event, event)]
+    assert alert_ids(twice) == alert_ids(floor)
+
+
+def test_an_aborted_transactions_copy_before_its_committed_retry_changes_nothing(floor: list[m.Event]) -> None:
+    """Batches of a topic written, aborted, and written again (read uncommitted: both copies)."""
+    rng = random.Random(7)
+    delivered: list[m.Event] = []
+    start = 0
+    while start < len(floor):
+        end = start + rng.randint(1, 200)
+        batch = floor[start:end]
+        if rng.random() < 0.3:
+            delivered += batch[: rng.randint(1, len(batch))]  # the aborted attempt, cut anywhere
+        delivered += batch
+        start = end
+    assert len(delivered) > len(floor)
+    assert alert_ids(delivered) == alert_ids(floor)
+
+
+def test_the_streams_interleaved_differently_raise_the_same_alerts(floor: list[m.Event]) -> None:
+    """Late events: each topic keeps its order, but the shoe, table and settlement streams arrive
+    shifted against each other (a consumer behind on one of them)."""
+    by_topic = {topic: [e for e in floor if e.topic == topic] for topic in (m.SHOE_TOPIC, m.TABLE_TOPIC, m.SETTLEMENT_TOPIC)}
+    rng = random.Random(11)
+    merged: list[m.Event] = []
+    while any(by_topic.values()):
+        topic = rng.choice([t for t, events in by_topic.items() if events])
+        take = rng.randint(1, 60)
+        merged += by_topic[topic][:take]
+        del by_topic[topic][:take]
+    assert alert_ids(merged) == alert_ids(floor)
+
+
+def test_a_second_settlement_with_its_own_id_is_still_an_alert(floor: list[m.Event]) -> None:
+    settled = next(e for e in floor if isinstance(e, m.BetSettled))
+    again = msgspec.structs.replace(settled, id=settled.id + "/again")
+    at = floor.index(settled) + 1
+    rules = [a.data.rule for a in replay(iter(codec.encode(e) for e in [*floor[:at], again, *floor[at:]])).alerts]
+    assert rules.count("DUPLICATE_SETTLEMENT") == 1
+
+
+def test_the_window_of_seen_ids_is_the_tables_last_events(floor: list[m.Event]) -> None:
+    """What the state keeps (and stores with every event, live) is bounded: the last RECENT_IDS ids."""
+    table = floor[0].subject
+    own = [e for e in floor if e.subject == table and e.topic in (m.SHOE_TOPIC, m.TABLE_TOPIC, m.SETTLEMENT_TOPIC)]
+    assert len(own) > RECENT_IDS
+    watch = TableWatch(TableState(table))
+    for event in own:
+        watch.feed(event)
+    handled = [e.id for e in own if type(e) in HANDLED]
+    assert watch.state.recent_ids == handled[-RECENT_IDS:]
+
+
+def test_a_table_whose_events_stop_mid_round_raises_nothing_for_what_never_came(floor: list[m.Event]) -> None:
+    """One table's devices go quiet in the middle of a round (bets placed, cards dealt, no result):
+    the detectors judge nothing they have not seen in full (the open round is neither a wrong
+    result nor unsettled bets); the room learns of the silence from SurveilTableSilent
+    (ops/prometheus/rules/alerts.yml), not from a false rule alert. The other table goes on."""
+    table = floor[0].subject
+    rounds = [e for e in floor if e.subject == table and isinstance(e, m.RoundCompleted)]
+    stop = rounds[len(rounds) // 2]  # the table's events end just before this round's result
+    cut = floor.index(stop)
+    truncated = [e for i, e in enumerate(floor) if e.subject != table or i < cut]
+    full = replay(iter(codec.encode(e) for e in floor)).alerts
+    before = {a.data.alert_id for a in full if a.data.table_id != table or a.time < stop.time}
+    assert {a.data.alert_id for a in replay(iter(codec.encode(e) for e in truncated)).alerts} == before
