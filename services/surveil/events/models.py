@@ -8,7 +8,7 @@ unknown fields inside ``data`` are not.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timezone
 from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
@@ -28,7 +28,11 @@ Id = Annotated[str, msgspec.Meta(min_length=1)]
 Decks = Annotated[int, msgspec.Meta(ge=6, le=12)]
 Seat = Annotated[str, msgspec.Meta(pattern=r"^([1-7]|standing)$")]
 Total = Annotated[int, msgspec.Meta(ge=0, le=9)]
-UtcTime = Annotated[datetime, msgspec.Meta(tz=True, description="RFC 3339, UTC")]
+UtcTime = Annotated[datetime, msgspec.Meta(tz=True, description="RFC 3339, UTC, from 2000 to 2099")]
+# An event's time: any clock a casino runs on, with room to work with it (a time at the calendar's
+# ends overflows as soon as it is shifted into Macau's time zone).
+EARLIEST = datetime(2000, 1, 1, tzinfo=timezone.utc)
+LATEST = datetime(2100, 1, 1, tzinfo=timezone.utc)
 
 
 class Data(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -259,6 +263,10 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
     datacontenttype: Literal["application/json"]
 
     topic: ClassVar[str]  # the Kafka topic this type travels on
+
+    def __post_init__(self) -> None:  # a ValueError here is a ValidationError when decoding
+        if not EARLIEST <= self.time < LATEST:
+            raise ValueError(f"time {self.time.isoformat()} is not between {EARLIEST:%Y} and {LATEST.year - 1}")
 
 
 SHOE_TOPIC = "baccarat.shoe"
