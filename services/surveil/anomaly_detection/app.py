@@ -114,8 +114,9 @@ app = faust.App(
 
 alerts_topic = app.topic(settings.topic(ALERTS_TOPIC), key_type=bytes, value_type=bytes)
 deadletters_topic = app.topic(settings.topic(DEADLETTER_TOPIC), key_type=bytes, value_type=bytes)
+FACTS = f"{SERVICE}-facts"
 facts_topic = app.topic(
-    settings.topic(f"{SERVICE}-facts"), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True
+    settings.topic(FACTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True
 )
 # Pattern alerts go back to their table's watch, which chains every alert of the table in order.
 PATTERN_ALERTS = f"{SERVICE}-pattern-alerts"
