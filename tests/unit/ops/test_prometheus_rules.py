@@ -172,5 +172,5 @@ def test_the_lag_exporter_watches_each_consumer_group_on_what_it_consumes() -> N
     # anomaly-detection (faust, app id "anomaly-detection"): the three streams and its facts topic.
     app = (ROOT / "services" / "surveil" / "anomaly_detection" / "app.py").read_text()
     assert 'settings.topic(SERVICE)' in app and 'SERVICE = "anomaly-detection"' in app
-    assert 'settings.topic(f"{SERVICE}-facts")' in app
+    assert 'FACTS = f"{SERVICE}-facts"' in app and "settings.topic(FACTS)" in app
     assert set(lag_exporter.GROUPS) == {"settlement", "table-controller", "anomaly-detection"}
