@@ -14,7 +14,7 @@ def main() -> None:
     logs.configure(settings.service, settings.log_level)
     # The internal topics exist before the worker subscribes: one that faust creates on its first
     # send joins the subscription only at the next metadata refresh, five minutes on, and the
-    # rebalance that brings left the worker's streams stalled for good.
+    # rebalance that this causes left the worker's streams stalled for good.
     create_topics(settings.kafka_bootstrap, [settings.topic(name) for name in (FACTS, PATTERN_ALERTS)], settings.partitions)
     metrics.serve(settings.metrics_port)
     sys.argv = [sys.argv[0], "worker", "--loglevel", settings.log_level.lower(), "--without-web"]
