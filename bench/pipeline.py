@@ -595,10 +595,7 @@ def live(bootstrap: str, redis_url: str, tables: int, seconds: float, instances:
         # Then until the backlog is gone (what was left at the end of play), for the alerts of the last rounds.
         drained_at = drain(pipeline, offsets, timeout=600)
         time.sleep(3)
-        offsets.stop.set()
-        alerts.stop.set()
-        offsets.join()
-        alerts.join()
+        stop_watching(offsets, alerts)
         peak = pipeline.peak_rss_mb()
 
     span = window_end - window_start
@@ -646,6 +643,14 @@ def live(bootstrap: str, redis_url: str, tables: int, seconds: float, instances:
         "cpu_share": cpu, "peak_rss_mb": peak,
         "load_average": {"min": min(x[0] for x in loads), "max": max(x[0] for x in loads), "start": loads[0], "end": loads[-1]},
     }
+
+
+def stop_watching(*watchers: Any) -> None:
+    """Stop the bench's watcher threads (``Offsets``, ``Alerts``) and wait for each."""
+    for watcher in watchers:
+        watcher.stop.set()
+    for watcher in watchers:
+        watcher.join()
 
 
 def drain(pipeline: Pipeline, offsets: Offsets, timeout: float) -> float | None:
@@ -704,10 +709,7 @@ def full_speed(bootstrap: str, redis_url: str, tables: int, shoes: int, instance
         owners_during.append(pipeline.assignments())
         finished = settled(offsets, pipeline)
         cpu_after, load_after = pipeline.cpu_seconds(), load_average()
-        offsets.stop.set()
-        alerts.stop.set()
-        offsets.join()
-        alerts.join()
+        stop_watching(offsets, alerts)
         peak = pipeline.peak_rss_mb()
         samples = offsets.samples
         topics_seen = {t: read_topic(bootstrap, pipeline.prefix + t) for t in (m.TABLE_TOPIC, m.SETTLEMENT_TOPIC)} if check else {}

@@ -40,7 +40,7 @@ import msgspec
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pipeline import CONSUMERS, Alerts, Offsets, Pipeline, load_average, proc_cpu_seconds  # noqa: E402
+from pipeline import CONSUMERS, Alerts, Offsets, Pipeline, load_average, proc_cpu_seconds, stop_watching  # noqa: E402
 
 from surveil.anomaly_detection.replay import replay  # noqa: E402
 from surveil.core.findings import AlertCode  # noqa: E402
@@ -156,10 +156,7 @@ def through_kafka(path: Path, bootstrap: str, redis_url: str, expected_alerts: s
         consumed_at = offsets.samples[-1]["t"]
         time.sleep(3)
         cpu_after, load_after = pipeline.cpu_seconds(), load_average()
-        offsets.stop.set()
-        alerts.stop.set()
-        offsets.join()
-        alerts.join()
+        stop_watching(offsets, alerts)
         peak = pipeline.peak_rss_mb()
         received = Counter(a.data.alert_id for _, a in alerts.arrivals)
     seconds = (done_at or consumed_at) - started
