@@ -464,23 +464,22 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
             labels += pending.pop(action.table_id, [])
     generated = time.perf_counter() - generating
     pipe.send({"generated_seconds": generated, "actions": len(actions), "rounds": rounds})
-    if spec.start is not None:
-        ahead = spec.start - time.time()
-        if ahead < 0:
-            pipe.send({"error": f"generating took {generated:.0f} s: {-ahead:.1f} s past the start; give it more --lead"})
-            return
-        time.sleep(ahead)
+    if spec.start is not None and spec.start < time.time():
+        pipe.send({"error": f"generating took {generated:.0f} s: {time.time() - spec.start:.1f} s past the start; give it more --lead"})
+        return
     keys = DeviceKeys(spec.device_secret)
-    publisher = Publisher(spec.settings, keys)
+    publisher = Publisher(spec.settings, keys)  # connected before the start: every event's time is when it is sent
     run = live_module.LiveRun()
     clock: dict[str, float] = {}
 
     async def play() -> None:
         gateway = live_module.ShoeGateway("127.0.0.1", spec.reader_port)
+        if spec.start is not None:
+            await asyncio.sleep(spec.start - time.time())
         clock["began"] = time.time()
         try:
             await live_module.play_live(SimpleNamespace(actions=lambda: iter(actions)), publisher, gateway, spec.pace,  # type: ignore[arg-type]
-                                        run=run, keys=keys)
+                                        run=run, keys=keys, origin=spec.start)
         finally:
             await gateway.close()
 

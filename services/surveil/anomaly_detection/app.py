@@ -44,6 +44,7 @@ from ..events.models import ALERTS_TOPIC, DEADLETTER_TOPIC, SETTLEMENT_TOPIC, SH
 from ..runtime import deadletter
 from ..runtime.config import Settings
 from . import metrics
+from .transport import App
 
 SERVICE = "anomaly-detection"
 RECENT_OUTPUTS = 256  # per table or chart: more than a worker has in flight when it dies
@@ -94,7 +95,7 @@ class Charted(msgspec.Struct):
     outbox: Outbox = msgspec.field(default_factory=Outbox)
 
 
-app = faust.App(
+app = App(
     settings.topic(SERVICE),
     datadir=os.environ.get("FAUST_DATADIR", os.path.join(tempfile.gettempdir(), "surveil-faust")),
     broker=f"kafka://{settings.kafka_bootstrap}",

@@ -296,7 +296,7 @@ def main(capture: Path | None = None) -> None:
         log.error("publishing failed; stopping", error=str(error))
         failed.set()
 
-    publisher = Publisher(settings, linger_ms=20)  # fewer, fuller produce requests; 20 ms is nothing to a table
+    publisher = Publisher(settings)
     last = published_sequences(settings)
     log.info("last published sequences read", tables=len(last))
     keys = DeviceKeys.from_env()

@@ -9,6 +9,7 @@ connection (the reader restarted) the unacknowledged lines are sent again, in or
 from __future__ import annotations
 
 import asyncio
+import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -127,15 +128,18 @@ async def play_live(
     on_progress: Callable[[LiveRun], None] | None = None,
     run: LiveRun | None = None,
     keys: DeviceKeys | None = None,
+    origin: float | None = None,
 ) -> LiveRun:
     """Play ``floor``: ``pace`` wall-clock seconds per simulated round (``ROUND_SECONDS`` of
     table time), or as fast as the reader and broker take it when ``pace`` is 0. ``run`` counts
     what was sent, also for a caller that stops the play before the floor is over. With ``keys``
-    the shoes sign their lines (and ``publisher``, made with the same keys, the inputs)."""
+    the shoes sign their lines (and ``publisher``, made with the same keys, the inputs). ``origin``
+    is the wall-clock time (``time.time()``) the floor's ``START`` stands for, so that every line
+    goes out at its event time; by default, now."""
     run = run or LiveRun()
     loop = asyncio.get_running_loop()
     scale = pace / ROUND_SECONDS
-    began = loop.time()
+    began = loop.time() - (time.time() - origin if origin is not None else 0.0)
     for number, action in enumerate(floor.actions()):
         delay = began + (action.time - START).total_seconds() * scale - loop.time() if scale else 0.0
         if delay > 0:

@@ -21,9 +21,6 @@ def main() -> None:
     keys = DeviceKeys.from_env()
     if keys is None:
         structlog.get_logger().warning("device signatures are not checked: DEVICE_KEY_SECRET is not set")
-    # Each batch costs a Redis transaction and a Kafka transaction, whatever its size: let the
-    # broker gather up to 64 KiB or 100 ms of input per fetch, so a busy floor makes few, full
-    # batches (a quiet one waits at most 100 ms).
-    runner = KafkaRunner(TableController(), settings, backend, keys, fetch_min_bytes=64 * 1024, fetch_max_wait_ms=100)
+    runner = KafkaRunner(TableController(), settings, backend, keys)
     runner.stop_on_signals()
     runner.run()
