@@ -100,6 +100,7 @@ app = App(
     datadir=os.environ.get("FAUST_DATADIR", os.path.join(tempfile.gettempdir(), "surveil-faust")),
     broker=f"kafka://{settings.kafka_bootstrap}",
     broker_credentials=settings.faust_credentials(),  # this service's principal (docs/security.md)
+    broker_client_id=f"{SERVICE}-{settings.instance_id}",  # which instance owns what, in the group's description
     store="memory://",
     topic_partitions=settings.partitions,
     topic_allow_declare=True,

@@ -150,31 +150,35 @@ class RedisBackend:
         deletions = [prefix + key for key, value in changes.values.items() if value is None]
         progress_key = f"{prefix}{namespace}:progress"
         with self.client.pipeline(transaction=True) as pipe:
-            if changes.expected:
-                pipe.watch(progress_key)  # EXEC fails if anyone moves the progress after this read
-                sources = list(changes.expected)
-                stored = pipe.hmget(progress_key, sources)
-                _check_progress({s: None if v is None else int(v) for s, v in zip(sources, stored)}, changes.expected)
-                pipe.multi()
-            if writes:
-                pipe.mset(writes)
-            if deletions:
-                pipe.delete(*deletions)
-            if changes.counters:
-                keys: list[str] = []
-                arguments: list[str | int] = []
-                for key, increments in changes.counters.items():
-                    keys.append(prefix + key)
-                    arguments.append(len(increments))
-                    for name, amount in increments.items():
-                        arguments += (name, amount)
-                self._increment_all(keys, arguments, client=pipe)
-            if changes.progress:
-                pipe.hset(progress_key, mapping=changes.progress)
-            try:
-                pipe.execute()
-            except WatchError:
-                raise StaleProgress("progress moved under this batch while it was being committed") from None
+            while True:
+                if changes.expected:
+                    pipe.watch(progress_key)  # EXEC fails if anyone moves the progress after this read
+                    sources = list(changes.expected)
+                    stored = pipe.hmget(progress_key, sources)
+                    _check_progress({s: None if v is None else int(v) for s, v in zip(sources, stored)}, changes.expected)
+                    pipe.multi()
+                if writes:
+                    pipe.mset(writes)
+                if deletions:
+                    pipe.delete(*deletions)
+                if changes.counters:
+                    keys: list[str] = []
+                    arguments: list[str | int] = []
+                    for key, increments in changes.counters.items():
+                        keys.append(prefix + key)
+                        arguments.append(len(increments))
+                        for name, amount in increments.items():
+                            arguments += (name, amount)
+                    self._increment_all(keys, arguments, client=pipe)
+                if changes.progress:
+                    pipe.hset(progress_key, mapping=changes.progress)
+                try:
+                    pipe.execute()
+                    return
+                except WatchError:
+                    # The hash holds every member's partitions: another member committing its own
+                    # fails this EXEC too. Read again; only a move of this batch's is a takeover.
+                    continue
 
     def progress(self, namespace: str) -> dict[str, int]:
         return self.counters(f"{namespace}:progress")

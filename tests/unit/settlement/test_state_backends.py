@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import msgspec
 import pytest
 import redis
 
+from surveil.runtime import state as state_module
 from surveil.runtime.state import Backend, MemoryBackend, RedisBackend, StaleProgress, State
 
 
@@ -135,6 +137,29 @@ def test_prefetched_values_are_read_in_one_go_and_got_as_usual(backend: Backend)
     assert (state.get("svc:a", Item), state.get("svc:b", Item), state.get("svc:missing", Item)) == (Item("a", 1), Item("b", 2), None)
     state.commit()
     assert state.get("svc:a", Item) == Item("a", 9)  # a new batch reads afresh
+
+
+@pytest.mark.integration
+def test_another_member_committing_its_own_partitions_meanwhile_is_no_takeover(redis_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two members of a group share the progress hash, which the commit watches: one committing
+    its partitions between the other's read of the hash and its EXEC fails that EXEC. That is
+    tried again, not taken for a zombie (it once stopped a second table-controller)."""
+    backend = RedisBackend(redis.Redis.from_url(redis_url), f"test-{uuid.uuid4().hex[:8]}:")
+    checked = state_module._check_progress
+    interleaved: list[bool] = []
+
+    def check_then_let_the_other_member_commit(stored: Any, expected: Any) -> None:
+        checked(stored, expected)
+        if not interleaved:
+            interleaved.append(True)
+            State(backend, "svc").commit(progress={"t:1": 7}, expected={"t:1": None})
+
+    monkeypatch.setattr(state_module, "_check_progress", check_then_let_the_other_member_commit)
+    member = State(backend, "svc")
+    member.put("svc:a", Item("a", 1))
+    member.commit(progress={"t:0": 10}, expected={"t:0": None})
+    assert interleaved and backend.progress("svc") == {"t:0": 10, "t:1": 7}
+    assert State(backend, "svc").get("svc:a", Item) == Item("a", 1)
 
 
 def test_a_commit_expecting_progress_that_moved_writes_nothing(backend: Backend) -> None:
