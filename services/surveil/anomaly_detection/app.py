@@ -28,11 +28,13 @@ import os
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Set
 from typing import Any
 
 import faust
 import msgspec
+from faust.types import TP
+from kafka.partitioner.default import murmur2  # type: ignore[import-untyped]
 
 from ..detect import patterns
 from ..detect.alerts import chained, raise_alert
@@ -204,6 +206,27 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         _store_watch(key, watched)
         await _publish(outputs)
         yield None
+
+
+def _unapplied_offsets(assigned: Set[TP]) -> dict[TP, int]:
+    """Per assigned partition of the table streams, the offset after the last event its recovered
+    tables applied (see transport.py). Every event writes its table's value, in order, to the
+    changelog partition of its input partition: the latest of them says how far the changelog got.
+    A table's events are on the partition its id hashes to, as the producers' partitioner (murmur2,
+    as Kafka's) put them."""
+    streams = {settings.topic(name): name for name in (SHOE_TOPIC, TABLE_TOPIC, SETTLEMENT_TOPIC)}
+    wanted = {(streams[tp.topic], tp.partition): tp for tp in assigned if tp.topic in streams}
+    after: dict[TP, int] = {}
+    for key, value in watch_table.data.items():
+        partition = (murmur2(key) & 0x7FFFFFFF) % settings.partitions
+        for topic, offset in _watched.decode(value).outbox.applied.items():
+            tp = wanted.get((topic, partition))
+            if tp is not None:
+                after[tp] = max(after.get(tp, 0), offset + 1)
+    return after
+
+
+app.unapplied_offsets = _unapplied_offsets
 
 
 def _watch_of(key: bytes, table_id: str) -> Watched:

@@ -1,4 +1,5 @@
-"""faust's Kafka transport, with its offset commits stepping over transaction markers.
+"""faust's Kafka transport, with its offset commits stepping over transaction markers, and its
+streams resuming where the tables' state, not the committed offsets, says.
 
 The streams the detectors read are written in Kafka transactions (table-controller,
 settlement), and each transaction leaves a marker at an offset no consumer is ever given. faust
@@ -8,10 +9,17 @@ it was given, but it counts the later message's own offset into the gap as well
 search for the first run of consecutive acked offsets stops at every duplicate: the committed
 offset crept forward one transaction a commit interval while the worker kept up with everything.
 The lag the room watches grew without end, and a restarted worker re-read all of it.
+
+After a broker restart, a worker restarted later was found resuming from changelog state older
+than the offsets it had committed: the events in between were never applied to its tables. The
+state names the last offset it applied (``Outbox.applied``), so once the tables are recovered
+each input partition is read again from the offset after the last one its tables applied, where
+that is below the committed offset.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Set
 from typing import Any
 
 import faust
@@ -30,11 +38,25 @@ class Consumer(aiokafka.Consumer):
             acked[:] = sorted(set(acked))
         return super()._new_offset(tp)
 
+    async def perform_seek(self) -> None:
+        await super().perform_seek()  # to the committed offsets
+        unapplied = self.app.unapplied_offsets(self.assignment())  # type: ignore[attr-defined]
+        for tp, offset in unapplied.items():
+            committed = self._read_offset.get(tp)
+            if committed is not None and offset < committed:
+                self.log.warning("%s: the tables applied up to %d, not to %d as committed: reading again from there",
+                                 tp, offset, committed)
+                await self.seek(tp, offset)
+                self._read_offset[tp] = offset
+
 
 class Transport(aiokafka.Transport):
     Consumer = Consumer
 
 
 class App(faust.App):
+    #: Per assigned partition, the offset after the last one the recovered tables applied (if known).
+    unapplied_offsets: Callable[[Set[TP]], Mapping[TP, int]] = staticmethod(lambda assigned: {})
+
     def _new_transport(self) -> Any:
         return Transport(self.conf.broker_consumer, self)

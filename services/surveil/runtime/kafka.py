@@ -294,6 +294,13 @@ class KafkaRunner:
                 self.producer.commit_transaction()
                 break
             except Exception as error:
+                manager = self.producer._transaction_manager  # kafka-python tells fatal errors only there
+                if manager is not None and manager.has_fatal_error():
+                    # Fenced: the broker bumped this transactional id's epoch (it aborted the
+                    # transaction, e.g. after restarting in the middle of it). This producer can do
+                    # nothing more; stop, and a restart recovers the batch from Redis and publishes it.
+                    self.log.error("producer fenced; stopping", error=str(error))
+                    raise
                 self.log.warning("transaction failed; retrying", error=str(error), delay=delay)
                 self._abort()
                 if self.stop.wait(delay):

@@ -171,23 +171,20 @@ def alert_differences(deployment: Deployment, expected: list[m.Event]) -> tuple[
 
 def test_kill_9_of_the_table_side_settlement_and_redis_mid_run_loses_nothing_and_doubles_nothing(
         deployment: Deployment, kafka_broker, redis_url: str) -> None:
-    """The detectors are not killed here, but they read every transaction the others abort. Their
-    faust worker sometimes stops fetching under this load (docs/faults.md): an expected failure
-    then; when it keeps up, its alerts must be exactly the offline replay's."""
+    """The detectors are not killed here, but they read every transaction the others abort: their
+    alerts are exactly the offline replay's."""
     expected, caught_up = run_through(deployment, kafka_broker, redis_url, ("shoe-reader", "table-controller", "settlement", "redis"))
     check_table_side_and_ledger(deployment, expected)
     assert deployment.read_values(topics.DEADLETTER, 0, timeout=10) == []
-    if not caught_up:
-        pytest.xfail(f"the faust worker stopped consuming: {deployment.log_tail('anomaly-detection', 3)}")
+    assert caught_up, f"the detectors did not commit their whole input: {deployment.log_tail('anomaly-detection', 3)}"
     assert alert_differences(deployment, expected) == (Counter(), Counter())
 
 
 def test_the_broker_and_the_detectors_killed_mid_run(deployment: Deployment, kafka_broker, redis_url: str) -> None:
     """The table side and settlement come through whole. The detectors do not, yet (docs/faults.md):
-    a faust worker restarted under load may stop fetching some partitions, and one restarted after
-    the broker was away resumes from table state older than the offsets it committed. Expected
-    failures until fixed, and a pass as soon as they are. (tests/integration/detection kills the
-    detectors on a smaller floor, where they come back whole.)"""
+    a worker restarted after the broker was away resumes from table state older than the offsets
+    it committed. An expected failure until fixed, and a pass as soon as it is.
+    (tests/integration/detection kills the detectors alone, where they come back whole.)"""
     expected, caught_up = run_through(deployment, kafka_broker, redis_url, ("kafka", "anomaly-detection"))
     check_table_side_and_ledger(deployment, expected)
     assert deployment.read_values(topics.DEADLETTER, 0, timeout=10) == []
