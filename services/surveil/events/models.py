@@ -15,6 +15,7 @@ import msgspec
 
 from ..core.money import BetResult, Spot
 from ..core.play import Outcome
+from ..core.profiles import load_profile
 
 CardCode = Annotated[str, msgspec.Meta(pattern=r"^(A|[2-9]|10|J|Q|K)[SHDC]$", description="rank + suit, e.g. 10H")]
 # Upper bounds far above any real table, so that absurd input is refused at the door: a trillion
@@ -79,6 +80,9 @@ class RoundOpenedData(Data, frozen=True, kw_only=True):
     max_bet: Amount
     currency: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$")]
     carried_bet_ids: list[Id]
+
+    def __post_init__(self) -> None:  # an unknown profile is an InvalidProfileError, a ValueError
+        load_profile(self.profile)  # every check of the round needs its rules (fuzzing crashed the detectors)
 
 
 class BetPlacedData(Data, frozen=True, kw_only=True):

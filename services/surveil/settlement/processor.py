@@ -28,7 +28,7 @@ import msgspec
 from ..core import money
 from ..core.money import BetResult, Settlement, Spot
 from ..core.play import RoundResult
-from ..core.profiles import HouseProfile, InvalidProfileError, load_profile
+from ..core.profiles import HouseProfile, load_profile
 from ..events import codec
 from ..events import models as m
 from ..runtime.processor import Rejected
@@ -97,10 +97,6 @@ class SettlementProcessor:
         carried_key = state.key("carried", d.table_id)
         if self._open_round(state, d.table_id, d.round_id) is not None or ledger.is_settled(state, d.table_id, d.round_id):
             raise _reject("duplicate", f"round {d.round_id} at {d.table_id} was already opened")
-        try:
-            load_profile(d.profile)
-        except InvalidProfileError as error:
-            raise _reject("invalid", f"round {d.round_id}: {error}") from None
         carried = state.get(carried_key, CarriedBets) or CarriedBets()
         # A carried bet the round does not name was withdrawn (Art. 12(1)): its stake went back,
         # and the ledger never counted it. An id settlement never carried names a bet it already
@@ -242,7 +238,7 @@ class SettlementProcessor:
 
 
 def _profile(open_round: OpenRound) -> HouseProfile:
-    return load_profile(open_round.profile)  # checked when the round opened
+    return load_profile(open_round.profile)  # known: the contract refuses a round.opened naming another
 
 
 def _observe(record: ledger.RoundRecord, bets: list[m.BetSettledData]) -> None:

@@ -100,6 +100,7 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("baccarat.shoe.started", change("data.automatic", "no"), "`$.data.automatic`"),
     ("baccarat.round.opened", change("data.currency", "hkd"), "`$.data.currency`"),
     ("baccarat.round.opened", change("data.round_no", 0), "`$.data.round_no`"),
+    ("baccarat.round.opened", change("data.profile", "lisboa-special"), "no house profile 'lisboa-special'"),  # no rules to check it by
     ("baccarat.round.completed", change("data.player.1.index", 0), "`$.data.player[1].index`"),
     ("baccarat.round.completed", change("data.banker.2.card", "ZZ"), "`$.data.banker[2].card`"),
     ("baccarat.round.completed", change("data.banker.0.face", "up"), "unknown field `face` - at `$.data.banker[0]`"),

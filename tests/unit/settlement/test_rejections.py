@@ -50,10 +50,6 @@ def _changed_to_zero(d: Desk) -> tuple[list[m.Event], m.Event]:
     return [d.open("R1"), d.bet("R1", "B1", Spot.PLAYER, 1_000)], d.change("R1", "B1", Spot.PLAYER, 0)
 
 
-def _unknown_profile(d: Desk) -> tuple[list[m.Event], m.Event]:
-    return [], d.open("R1", profile="lisboa-special")
-
-
 def _completed_never_opened(d: Desk) -> tuple[list[m.Event], m.Event]:
     return [d.open("R1")], d.complete("R9", Outcome.PLAYER)
 
@@ -76,7 +72,6 @@ OPEN_ROUND_CASES: dict[str, tuple[Case, str, str]] = {
     "round opened twice": (_round_opened_twice, "duplicate", "round R1 at T07 was already opened"),
     "stake of zero": (_zero_stake, "invalid", "bet B1: a stake of 0 cannot be settled"),
     "changed to zero": (_changed_to_zero, "invalid", "bet B1: a stake of 0 cannot be settled"),
-    "unknown house profile": (_unknown_profile, "invalid", "round R1: no house profile 'lisboa-special'"),
     "round completed that never opened": (_completed_never_opened, "unknown", "unknown round R9 at T07"),
     "a round id of another table": (_round_id_of_another_table, "unknown", "unknown round R1 at T08"),
     "subject is not the table": (_subject_is_not_the_table, "invalid", "subject T08 is not its table T07"),
