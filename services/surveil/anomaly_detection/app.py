@@ -34,7 +34,6 @@ from typing import Any
 import faust
 import msgspec
 from faust.types import TP
-from kafka.partitioner.default import murmur2  # type: ignore[import-untyped]
 
 from ..detect import patterns
 from ..detect.alerts import chained, raise_alert
@@ -45,6 +44,7 @@ from ..events import codec
 from ..events.models import ALERTS_TOPIC, DEADLETTER_TOPIC, SETTLEMENT_TOPIC, SHOE_TOPIC, TABLE_TOPIC, AlertRaised
 from ..runtime import deadletter
 from ..runtime.config import Settings
+from ..runtime.kafka import partition_for
 from . import metrics
 from .transport import App
 
@@ -212,13 +212,12 @@ def _unapplied_offsets(assigned: Set[TP]) -> dict[TP, int]:
     """Per assigned partition of the table streams, the offset after the last event its recovered
     tables applied (see transport.py). Every event writes its table's value, in order, to the
     changelog partition of its input partition: the latest of them says how far the changelog got.
-    A table's events are on the partition its id hashes to, as the producers' partitioner (murmur2,
-    as Kafka's) put them."""
+    A table's events are on the partition its id hashes to."""
     streams = {settings.topic(name): name for name in (SHOE_TOPIC, TABLE_TOPIC, SETTLEMENT_TOPIC)}
     wanted = {(streams[tp.topic], tp.partition): tp for tp in assigned if tp.topic in streams}
     after: dict[TP, int] = {}
     for key, value in watch_table.data.items():
-        partition = (murmur2(key) & 0x7FFFFFFF) % settings.partitions
+        partition = partition_for(key, settings.partitions)
         for topic, offset in _watched.decode(value).outbox.applied.items():
             tp = wanted.get((topic, partition))
             if tp is not None:

@@ -69,6 +69,12 @@ def producer_config(settings: Settings) -> dict[str, Any]:
     }
 
 
+def partition_for(key: bytes, partitions: int) -> int:
+    """The partition a keyed record goes to: kafka-python's default partitioner (murmur2, as
+    Java's), which every producer of the keyed topics uses."""
+    return int((murmur2(key) & 0x7FFFFFFF) % partitions)
+
+
 class Publisher:
     """Publishes events keyed by table id (each table's events stay in order on one partition).
     With ``keys`` (a device gateway's), events of a device topic go out signed."""
@@ -310,13 +316,11 @@ class KafkaRunner:
             metrics.EVENTS_PRODUCED.labels(self.processor.name, topic).inc(count)
 
     def _partition(self, topic: str, key: bytes) -> int:
-        """The partition kafka-python's default partitioner gives ``key`` (murmur2, as Java's),
-        worked out once per key: partitioning every record afresh cost a tenth of the producer's
-        time. Partition counts are fixed for the life of the topics (DESIGN.md)."""
+        """``partition_for(key)``, worked out once per key: partitioning every record afresh cost a
+        tenth of the producer's time. Partition counts are fixed for the life of the topics (DESIGN.md)."""
         partition = self._partitions.get((topic, key))
         if partition is None:
-            count = len(self.producer.partitions_for(topic))
-            partition = self._partitions[topic, key] = (murmur2(key) & 0x7FFFFFFF) % count
+            partition = self._partitions[topic, key] = partition_for(key, len(self.producer.partitions_for(topic)))
         return partition
 
     def _abort(self) -> None:
