@@ -90,6 +90,12 @@ class Watched(msgspec.Struct):
     chain: str = ""  # the chain value of the table's last alert
 
 
+class Applied(msgspec.Struct):
+    """The part of a ``Watched`` value that says how far the table got: decoded without its state."""
+
+    outbox: Outbox = msgspec.field(default_factory=Outbox)
+
+
 class Charted(msgspec.Struct):
     """What the ``pattern-charts`` table keeps per patron or dealer."""
 
@@ -136,6 +142,7 @@ watch_table = app.Table("table-watch", default=None, key_type=bytes, value_type=
 chart_table = app.Table("pattern-charts", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
 
 _watched = msgspec.msgpack.Decoder(Watched)
+_applied = msgspec.msgpack.Decoder(Applied)
 # The Watched this worker last wrote per table, with the value it wrote: decoding a table's value
 # (its shoes, recent rounds and outbox: tens of KB by mid-shoe) was the largest cost of an event,
 # and the value read back is, but for a restore or a rebalance, the one this worker wrote. At most
@@ -218,7 +225,7 @@ def _unapplied_offsets(assigned: Set[TP]) -> dict[TP, int]:
     after: dict[TP, int] = {}
     for key, value in watch_table.data.items():
         partition = partition_for(key, settings.partitions)
-        for topic, offset in _watched.decode(value).outbox.applied.items():
+        for topic, offset in _applied.decode(value).outbox.applied.items():
             tp = wanted.get((topic, partition))
             if tp is not None:
                 after[tp] = max(after.get(tp, 0), offset + 1)
