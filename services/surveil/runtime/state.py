@@ -149,6 +149,13 @@ class RedisBackend:
         writes.update((f"{prefix}{namespace}:outbox:{source}", events) for source, events in changes.outbox.items())
         deletions = [prefix + key for key, value in changes.values.items() if value is None]
         progress_key = f"{prefix}{namespace}:progress"
+        counter_keys: list[str] = []
+        counter_arguments: list[str | int] = []
+        for key, increments in changes.counters.items():
+            counter_keys.append(prefix + key)
+            counter_arguments.append(len(increments))
+            for name, amount in increments.items():
+                counter_arguments += (name, amount)
         with self.client.pipeline(transaction=True) as pipe:
             while True:
                 if changes.expected:
@@ -161,15 +168,8 @@ class RedisBackend:
                     pipe.mset(writes)
                 if deletions:
                     pipe.delete(*deletions)
-                if changes.counters:
-                    keys: list[str] = []
-                    arguments: list[str | int] = []
-                    for key, increments in changes.counters.items():
-                        keys.append(prefix + key)
-                        arguments.append(len(increments))
-                        for name, amount in increments.items():
-                            arguments += (name, amount)
-                    self._increment_all(keys, arguments, client=pipe)
+                if counter_keys:
+                    self._increment_all(counter_keys, counter_arguments, client=pipe)
                 if changes.progress:
                     pipe.hset(progress_key, mapping=changes.progress)
                 try:
