@@ -474,9 +474,7 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
 
     async def play() -> None:
         gateway = live_module.ShoeGateway("127.0.0.1", spec.reader_port)
-        if spec.start is not None:
-            await asyncio.sleep(spec.start - time.time())
-        clock["began"] = time.time()
+        clock["began"] = spec.start if spec.start is not None else time.time()  # play_live waits for its origin
         try:
             await live_module.play_live(SimpleNamespace(actions=lambda: iter(actions)), publisher, gateway, spec.pace,  # type: ignore[arg-type]
                                         run=run, keys=keys, origin=spec.start)
@@ -488,7 +486,7 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
     ended = time.time()
     publisher.close()
     pipe.send({
-        "began": clock["began"], "ended": ended, "late_start": clock["began"] - spec.start if spec.start else 0.0,
+        "began": clock["began"], "ended": ended,
         "lines": run.lines, "inputs": run.inputs, "most_behind": run.most_behind, "reconnects": run.reconnects,
         "cpu_seconds": time.process_time() - cpu,
         "labels": [(label.table_id, label.code, label.round_id) for label in labels],
