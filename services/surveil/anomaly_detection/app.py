@@ -17,7 +17,12 @@ the offset of the last event applied per input topic, and the outputs of its rec
 event at or below the applied offset is a redelivery after a restart: it is not applied again,
 its outputs are published again (they may have been lost with the worker). So no alert is lost
 and no event counts twice; a republished alert carries the same deterministic id, which is how
-consumers tell it from a new one. (faust's ``exactly_once`` mode was tried and rejected: after
+consumers tell it from a new one.
+
+A table's value is written once per offset commit, not once per event (``_write_changed``, called
+by the consumer just before it flushes the producer and commits): a value is tens of KB, and a
+busy floor changes a table several times a second. Every commit is preceded by the values of all
+the events it covers, so a restarted worker never resumes past what its tables hold. (faust's ``exactly_once`` mode was tried and rejected: after
 a kill -9 its tables came back without updates whose offsets it had committed, and it raised
 alerts an uninterrupted run did not.)
 """
@@ -143,6 +148,8 @@ chart_table = app.Table("pattern-charts", default=None, key_type=bytes, value_ty
 
 _watched = msgspec.msgpack.Decoder(Watched)
 _applied = msgspec.msgpack.Decoder(Applied)
+# The tables changed since the last commit, written to ``table-watch`` by ``_write_changed``.
+_changed: dict[bytes, Watched] = {}
 # The Watched this worker last wrote per table, with the value it wrote: decoding a table's value
 # (its shoes, recent rounds and outbox: tens of KB by mid-shoe) was the largest cost of an event,
 # and the value read back is, but for a restore or a rebalance, the one this worker wrote. At most
@@ -215,13 +222,15 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         yield None
 
 
+_TABLE_STREAMS = {settings.topic(name): name for name in (SHOE_TOPIC, TABLE_TOPIC, SETTLEMENT_TOPIC)}
+
+
 def _unapplied_offsets(assigned: Set[TP]) -> dict[TP, int]:
     """Per assigned partition of the table streams, the offset after the last event its recovered
     tables applied (see transport.py). Every event writes its table's value, in order, to the
     changelog partition of its input partition: the latest of them says how far the changelog got.
     A table's events are on the partition its id hashes to."""
-    streams = {settings.topic(name): name for name in (SHOE_TOPIC, TABLE_TOPIC, SETTLEMENT_TOPIC)}
-    wanted = {(streams[tp.topic], tp.partition): tp for tp in assigned if tp.topic in streams}
+    wanted = {(_TABLE_STREAMS[tp.topic], tp.partition): tp for tp in assigned if tp.topic in _TABLE_STREAMS}
     after: dict[TP, int] = {}
     for key, value in watch_table.data.items():
         partition = partition_for(key, settings.partitions)
@@ -236,22 +245,45 @@ app.unapplied_offsets = _unapplied_offsets
 
 
 def _watch_of(key: bytes, table_id: str) -> Watched:
-    """The table's ``Watched``: the object this worker encoded into the table's value, if the
-    value is still that one (the same bytes object), else decoded from the value. Taken out of
-    the cache: an event that fails half-way leaves no half-changed object behind."""
-    stored = watch_table.get(key)
+    """The table's ``Watched``: changed since the last commit, or the object this worker encoded
+    into the table's value if the value is still that one (the same bytes object), else decoded
+    from the value. Taken out of both: an event that fails half-way leaves no half-changed object
+    behind (the table goes back to its last written value)."""
+    changed = _changed.pop(key, None)
+    if changed is not None:
+        return changed
     cached = _written.pop(key, None)
+    stored = watch_table.get(key)
     if cached is not None and stored is cached[0]:
         return cached[1]
     return _watched.decode(stored) if stored else Watched(TableState(table_id))
 
 
 def _store_watch(key: bytes, watched: Watched) -> None:
-    value = _encode(watched)
-    watch_table[key] = value
-    _written[key] = (value, watched)
-    if len(_written) > WATCH_CACHE_TABLES:
+    _changed[key] = watched
+
+
+def _write_changed(assigned: Set[TP]) -> None:
+    """Every table changed since the last commit into ``table-watch`` (its changelog), the tables
+    of partitions this worker still holds; the consumer flushes them before it commits."""
+    partitions = {tp.partition for tp in assigned if tp.topic in _TABLE_STREAMS}
+    for key, watched in _changed.items():
+        partition = partition_for(key, settings.partitions)  # its events' partition, in every stream
+        if partition not in partitions:
+            continue  # revoked: its new owner resumes from the last commit
+        value = _encode(watched)
+        # What ``watch_table[key] = value`` does, but for the partition: that takes the current
+        # event's, and a commit is not in an event.
+        watch_table.send_changelog(partition, key, value)
+        watch_table.data[key] = value
+        _written[key] = (value, watched)
+        _written.move_to_end(key)
+    _changed.clear()
+    while len(_written) > WATCH_CACHE_TABLES:
         _written.popitem(last=False)
+
+
+app.before_commit = _write_changed
 
 
 async def _refused_device_message(raw: bytes, source: str) -> None:

@@ -38,6 +38,10 @@ class Consumer(aiokafka.Consumer):
             acked[:] = sorted(set(acked))
         return super()._new_offset(tp)
 
+    async def _commit_offsets(self, offsets: Mapping[TP, int], start_new_transaction: bool = True) -> bool:
+        self.app.before_commit(self.assignment())  # type: ignore[attr-defined]
+        return await super()._commit_offsets(offsets, start_new_transaction)  # flushes the producer, then commits
+
     async def perform_seek(self) -> None:
         await super().perform_seek()  # to the committed offsets
         unapplied = self.app.unapplied_offsets(self.assignment())  # type: ignore[attr-defined]
@@ -55,6 +59,8 @@ class Transport(aiokafka.Transport):
 
 
 class App(faust.App):
+    #: Called with the assignment before each offset commit (which first flushes the producer).
+    before_commit: Callable[[Set[TP]], None] = staticmethod(lambda assigned: None)
     #: Per assigned partition, the offset after the last one the recovered tables applied (if known).
     unapplied_offsets: Callable[[Set[TP]], Mapping[TP, int]] = staticmethod(lambda assigned: {})
 
