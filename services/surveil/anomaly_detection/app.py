@@ -33,7 +33,8 @@ import os
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Set
+from collections.abc import AsyncIterator, Awaitable, Iterator, Set
+from contextlib import contextmanager
 from typing import Any
 
 import faust
@@ -148,8 +149,9 @@ chart_table = app.Table("pattern-charts", default=None, key_type=bytes, value_ty
 
 _watched = msgspec.msgpack.Decoder(Watched)
 _applied = msgspec.msgpack.Decoder(Applied)
-# The tables changed since the last commit, written to ``table-watch`` by ``_write_changed``.
+# The tables and charts changed since the last commit, written by ``_write_changed``.
 _changed: dict[bytes, Watched] = {}
+_changed_charts: dict[bytes, Charted] = {}
 # The Watched this worker last wrote per table, with the value it wrote: decoding a table's value
 # (its shoes, recent rounds and outbox: tens of KB by mid-shoe) was the largest cost of an event,
 # and the value read back is, but for a restore or a rebalance, the one this worker wrote. At most
@@ -205,19 +207,19 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         if watched.outbox.seen(topic, message.offset):
             await _publish(watched.outbox.of(topic, message.offset))
             continue
-        if topic == PATTERN_ALERTS:
-            assert isinstance(decoded, AlertRaised)
-            outputs = _alert_outputs(source, [decoded], watched)
-        else:
-            table_watch = TableWatch(watched.state)
-            raised, facts = table_watch.feed(decoded)
-            outputs = _alert_outputs(source, [raise_alert(r.finding, r.context, r.time) for r in raised], watched)
-            outputs += [Output(source, "facts", fact.key.encode(), _encode(fact)) for fact in facts]
-            metrics.ROUNDS_CHECKED.inc(table_watch.rounds_checked)
-            metrics.table_event(decoded, watched.state)
-            metrics.EVENT_LATENCY.observe(max(time.time() - decoded.time.timestamp(), 0.0))
-        watched.outbox.record(topic, message.offset, outputs)
-        _store_watch(key, watched)
+        with _changing(_changed, key, watched):
+            if topic == PATTERN_ALERTS:
+                assert isinstance(decoded, AlertRaised)
+                outputs = _alert_outputs(source, [decoded], watched)
+            else:
+                table_watch = TableWatch(watched.state)
+                raised, facts = table_watch.feed(decoded)
+                outputs = _alert_outputs(source, [raise_alert(r.finding, r.context, r.time) for r in raised], watched)
+                outputs += [Output(source, "facts", fact.key.encode(), _encode(fact)) for fact in facts]
+                metrics.ROUNDS_CHECKED.inc(table_watch.rounds_checked)
+                metrics.table_event(decoded, watched.state)
+                metrics.EVENT_LATENCY.observe(max(time.time() - decoded.time.timestamp(), 0.0))
+            watched.outbox.record(topic, message.offset, outputs)
         await _publish(outputs)
         yield None
 
@@ -227,9 +229,9 @@ _TABLE_STREAMS = {settings.topic(name): name for name in (SHOE_TOPIC, TABLE_TOPI
 
 def _unapplied_offsets(assigned: Set[TP]) -> dict[TP, int]:
     """Per assigned partition of the table streams, the offset after the last event its recovered
-    tables applied (see transport.py). Every event writes its table's value, in order, to the
-    changelog partition of its input partition: the latest of them says how far the changelog got.
-    A table's events are on the partition its id hashes to."""
+    tables applied (see transport.py). Every commit writes the values of the tables its events
+    changed to the changelog partition of their input partition (a table's events are on the
+    partition its id hashes to): the furthest of them says how far the changelog got."""
     wanted = {(_TABLE_STREAMS[tp.topic], tp.partition): tp for tp in assigned if tp.topic in _TABLE_STREAMS}
     after: dict[TP, int] = {}
     for key, value in watch_table.data.items():
@@ -247,40 +249,70 @@ app.unapplied_offsets = _unapplied_offsets
 def _watch_of(key: bytes, table_id: str) -> Watched:
     """The table's ``Watched``: changed since the last commit, or the object this worker encoded
     into the table's value if the value is still that one (the same bytes object), else decoded
-    from the value. Taken out of both: an event that fails half-way leaves no half-changed object
-    behind (the table goes back to its last written value)."""
-    changed = _changed.pop(key, None)
+    from the value."""
+    changed = _changed.get(key)
     if changed is not None:
         return changed
-    cached = _written.pop(key, None)
+    cached = _written.get(key)
     stored = watch_table.get(key)
     if cached is not None and stored is cached[0]:
         return cached[1]
     return _watched.decode(stored) if stored else Watched(TableState(table_id))
 
 
-def _store_watch(key: bytes, watched: Watched) -> None:
-    _changed[key] = watched
+def _chart_of(key: bytes) -> Charted:
+    """The patron's or dealer's ``Charted``: changed since the last commit, else decoded."""
+    changed = _changed_charts.get(key)
+    if changed is not None:
+        return changed
+    stored = chart_table.get(key)
+    return _charted.decode(stored) if stored else Charted(patterns.Cusum())
 
 
-def _write_changed(assigned: Set[TP]) -> None:
-    """Every table changed since the last commit into ``table-watch`` (its changelog), the tables
-    of partitions this worker still holds; the consumer flushes them before it commits."""
+@contextmanager
+def _changing(changed: dict[bytes, Any], key: bytes, value: Any) -> Iterator[None]:
+    """Around an event's changes to a table's or chart's value: the value is written at the next
+    commit; or, if the event fails half-way, it goes back to the one last written (nothing
+    half-changed stays behind)."""
+    try:
+        yield
+    except BaseException:
+        changed.pop(key, None)
+        _written.pop(key, None)
+        raise
+    changed[key] = value
+
+
+def _write_changed(assigned: Set[TP]) -> list[Awaitable[Any]]:
+    """Every table and chart changed since the last commit into its faust table (and changelog),
+    those of partitions this worker still holds; the consumer waits for the returned sends to be
+    acknowledged before it commits."""
+    sent: list[Awaitable[Any]] = []
     partitions = {tp.partition for tp in assigned if tp.topic in _TABLE_STREAMS}
     for key, watched in _changed.items():
-        partition = partition_for(key, settings.partitions)  # its events' partition, in every stream
-        if partition not in partitions:
-            continue  # revoked: its new owner resumes from the last commit
         value = _encode(watched)
-        # What ``watch_table[key] = value`` does, but for the partition: that takes the current
-        # event's, and a commit is not in an event.
-        watch_table.send_changelog(partition, key, value)
-        watch_table.data[key] = value
-        _written[key] = (value, watched)
-        _written.move_to_end(key)
+        if _write(watch_table, key, value, partitions, sent):
+            _written[key] = (value, watched)
+            _written.move_to_end(key)
     _changed.clear()
     while len(_written) > WATCH_CACHE_TABLES:
         _written.popitem(last=False)
+    partitions = {tp.partition for tp in assigned if tp.topic == facts_topic.get_topic_name()}
+    for key, charted in _changed_charts.items():
+        _write(chart_table, key, _encode(charted), partitions, sent)
+    _changed_charts.clear()
+    return sent
+
+
+def _write(table: Any, key: bytes, value: bytes, partitions: set[int], sent: list[Awaitable[Any]]) -> bool:
+    """What ``table[key] = value`` does, but for the partition (that takes the current event's,
+    and a commit is not in an event): the key's, as in every stream it comes from."""
+    partition = partition_for(key, settings.partitions)
+    if partition not in partitions:
+        return False  # revoked: its new owner resumes from the last commit
+    sent.append(table.send_changelog(partition, key, value))
+    table.data[key] = value
+    return True
 
 
 app.before_commit = _write_changed
@@ -301,9 +333,9 @@ async def _refused_device_message(raw: bytes, source: str) -> None:
     if watched.outbox.seen(topic, int(offset)):
         await _publish(watched.outbox.of(topic, int(offset)))
         return
-    outputs = _alert_outputs(source, [raise_alert(found.finding, found.context, found.time)], watched)
-    watched.outbox.record(topic, int(offset), outputs)
-    _store_watch(key, watched)
+    with _changing(_changed, key, watched):
+        outputs = _alert_outputs(source, [raise_alert(found.finding, found.context, found.time)], watched)
+        watched.outbox.record(topic, int(offset), outputs)
     await _publish(outputs)
 
 
@@ -313,17 +345,16 @@ async def chart(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         message = event.message
         fact: Fact = _facts.decode(event.value)
         key = fact.key.encode()
-        stored = chart_table.get(key)
-        charted = _charted.decode(stored) if stored else Charted(patterns.Cusum())
+        charted = _chart_of(key)
         if charted.outbox.seen("facts", message.offset):
             await _publish(charted.outbox.of("facts", message.offset))
             continue
-        found = chart_finding(charted.chart, fact)
-        outputs = []
-        if found:
-            alert = raise_alert(found.finding, found.context, found.time)
-            outputs.append(Output(f"facts:{message.offset}", PATTERN_ALERTS, alert.subject.encode(), codec.encode(alert)))
-        charted.outbox.record("facts", message.offset, outputs)
-        chart_table[key] = _encode(charted)
+        with _changing(_changed_charts, key, charted):
+            found = chart_finding(charted.chart, fact)
+            outputs = []
+            if found:
+                alert = raise_alert(found.finding, found.context, found.time)
+                outputs.append(Output(f"facts:{message.offset}", PATTERN_ALERTS, alert.subject.encode(), codec.encode(alert)))
+            charted.outbox.record("facts", message.offset, outputs)
         await _publish(outputs)
         yield None

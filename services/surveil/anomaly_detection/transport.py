@@ -8,7 +8,8 @@ it was given, but it counts the later message's own offset into the gap as well
 (faust-streaming/faust#606, robinhood/faust#625). That offset is then acked twice, and faust's
 search for the first run of consecutive acked offsets stops at every duplicate: the committed
 offset crept forward one transaction a commit interval while the worker kept up with everything.
-The lag the room watches grew without end, and a restarted worker re-read all of it.
+The lag the room watches grew without end, and a restarted worker re-read all of it. Here the
+missing offsets are acked as they are found, and nothing else is.
 
 After a broker restart, a worker restarted later was found resuming from changelog state older
 than the offsets it had committed: the events in between were never applied to its tables. The
@@ -19,7 +20,7 @@ that is below the committed offset.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
 from typing import Any
 
 import faust
@@ -29,8 +30,13 @@ from faust.types import TP
 
 class Consumer(aiokafka.Consumer):
     async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
-        # Called with the first missing offset and the offset of the message after the hole.
-        await super()._add_gap(tp, offset_from, offset_to - 1)
+        # Called with the first missing offset and the offset of the message after the hole. The
+        # missing offsets are acked as they are: faust keeps them in an interval tree merged on
+        # every gap, which cost the detectors a sixth of their time at a floor of 1,000 tables.
+        committed = self._committed_offset[tp]
+        if committed is not None:
+            offset_from = max(offset_from, committed + 1)
+        self._acked[tp].extend(range(offset_from, offset_to))
 
     def _new_offset(self, tp: TP) -> int | None:
         acked = self._acked[tp]
@@ -39,8 +45,12 @@ class Consumer(aiokafka.Consumer):
         return super()._new_offset(tp)
 
     async def _commit_offsets(self, offsets: Mapping[TP, int], start_new_transaction: bool = True) -> bool:
-        self.app.before_commit(self.assignment())  # type: ignore[attr-defined]
-        return await super()._commit_offsets(offsets, start_new_transaction)  # flushes the producer, then commits
+        # Every value the committed events changed, acknowledged by the broker first: faust's
+        # flush before a commit gives up on its buffer after 0.1 s without a send, and a worker
+        # killed then resumed from tables older than its committed offsets.
+        for sent in self.app.before_commit(self.assignment()):  # type: ignore[attr-defined]
+            await sent
+        return await super()._commit_offsets(offsets, start_new_transaction)
 
     async def perform_seek(self) -> None:
         await super().perform_seek()  # to the committed offsets
@@ -59,8 +69,8 @@ class Transport(aiokafka.Transport):
 
 
 class App(faust.App):
-    #: Called with the assignment before each offset commit (which first flushes the producer).
-    before_commit: Callable[[Set[TP]], None] = staticmethod(lambda assigned: None)
+    #: Called with the assignment before each offset commit: the sends to be acknowledged first.
+    before_commit: Callable[[Set[TP]], Iterable[Awaitable[Any]]] = staticmethod(lambda assigned: ())
     #: Per assigned partition, the offset after the last one the recovered tables applied (if known).
     unapplied_offsets: Callable[[Set[TP]], Mapping[TP, int]] = staticmethod(lambda assigned: {})
 

@@ -58,7 +58,7 @@ def check(deployment: Deployment, live: list[m.AlertRaised]) -> None:
     by_id = {alert.data.alert_id: alert for alert in live}
     missing = sorted(f"{offline[i].data.rule} {offline[i].subject}" for i in set(offline) - set(by_id))
     extra = sorted(f"{by_id[i].data.rule} {by_id[i].subject}" for i in set(by_id) - set(offline))
-    assert (missing, extra) == ([], []), deployment.log_text()
+    assert (missing, extra) == ([], []), f"missing {missing}, extra {extra}\n{deployment.log_text()}"
     assert all(same_alert(by_id[i], offline[i]) for i in offline)
     rules = {alert.data.rule for alert in offline.values()}
     assert set(INJECT.split(",")) <= rules

@@ -12,7 +12,7 @@ import pytest
 
 from surveil.anomaly_detection.replay import replay
 from surveil.detect.table import _HANDLERS as HANDLED
-from surveil.detect.table import RECENT_IDS, TableState, TableWatch
+from surveil.detect.table import RECENT_IDS, TableState, TableWatch, _in_window, id_digest
 from surveil.events import codec
 from surveil.events import models as m
 from surveil.sim.floor import Floor
@@ -90,7 +90,7 @@ def test_the_window_of_seen_ids_is_the_tables_last_events(floor: list[m.Event]) 
     for event in own:
         watch.feed(event)
     handled = [e.id for e in own if type(e) in HANDLED]
-    assert watch.state.recent_ids == handled[-RECENT_IDS:]
+    assert watch.state.recent_digests == b"".join(id_digest(i) for i in handled[-RECENT_IDS:])
 
 
 def test_a_table_whose_events_stop_mid_round_raises_nothing_for_what_never_came(floor: list[m.Event]) -> None:
@@ -106,3 +106,13 @@ def test_a_table_whose_events_stop_mid_round_raises_nothing_for_what_never_came(
     full = replay(iter(codec.encode(e) for e in floor)).alerts
     before = {a.data.alert_id for a in full if a.data.table_id != table or a.time < stop.time}
     assert {a.data.alert_id for a in replay(iter(codec.encode(e) for e in truncated)).alerts} == before
+
+
+def test_a_digest_is_seen_only_where_one_begins() -> None:
+    """The window is the digests end to end: bytes spanning two of them are not a third."""
+    first, second = id_digest("T01:S0001:1"), id_digest("T01:S0001:2")
+    window = first + second
+    straddling = window[4:12]
+    assert _in_window(window, first) and _in_window(window, second)
+    assert not _in_window(window, straddling)
+    assert _in_window(window + straddling, straddling)  # its own place, past the false match at 4
