@@ -33,7 +33,7 @@ import os
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Awaitable, Iterator, Set
+from collections.abc import AsyncIterator, Iterator, Set
 from contextlib import contextmanager
 from typing import Any
 
@@ -283,36 +283,39 @@ def _changing(changed: dict[bytes, Any], key: bytes, value: Any) -> Iterator[Non
     changed[key] = value
 
 
-def _write_changed(assigned: Set[TP]) -> list[Awaitable[Any]]:
-    """Every table and chart changed since the last commit into its faust table (and changelog),
-    those of partitions this worker still holds; the consumer waits for the returned sends to be
-    acknowledged before it commits."""
-    sent: list[Awaitable[Any]] = []
-    partitions = {tp.partition for tp in assigned if tp.topic in _TABLE_STREAMS}
+async def _write_changed(assigned: Set[TP]) -> None:
+    """Every table and chart changed since the last commit into its faust table and changelog,
+    those of partitions this worker still holds; returns once the broker has them all. Straight to
+    the producer, past faust's buffer (it holds the streams back while it has over 100 messages),
+    so the events go on while the commit waits."""
+    streams = {tp.partition for tp in assigned if tp.topic in _TABLE_STREAMS}
+    facts = {tp.partition for tp in assigned if tp.topic == facts_topic.get_topic_name()}
+    # All set before the first await: an event in between reads what its table holds now.
+    changelog: list[tuple[str, int, bytes, bytes]] = []
     for key, watched in _changed.items():
-        value = _encode(watched)
-        if _write(watch_table, key, value, partitions, sent):
+        if (value := _set(watch_table, key, _encode(watched), streams, changelog)) is not None:
             _written[key] = (value, watched)
             _written.move_to_end(key)
-    _changed.clear()
     while len(_written) > WATCH_CACHE_TABLES:
         _written.popitem(last=False)
-    partitions = {tp.partition for tp in assigned if tp.topic == facts_topic.get_topic_name()}
     for key, charted in _changed_charts.items():
-        _write(chart_table, key, _encode(charted), partitions, sent)
+        _set(chart_table, key, _encode(charted), facts, changelog)
+    _changed.clear()
     _changed_charts.clear()
-    return sent
+    sent = [await app.producer.send(topic, key, value, partition, None, None) for topic, partition, key, value in changelog]
+    for delivered in sent:
+        await delivered
 
 
-def _write(table: Any, key: bytes, value: bytes, partitions: set[int], sent: list[Awaitable[Any]]) -> bool:
-    """What ``table[key] = value`` does, but for the partition (that takes the current event's,
-    and a commit is not in an event): the key's, as in every stream it comes from."""
+def _set(table: Any, key: bytes, value: bytes, partitions: set[int], changelog: list[tuple[str, int, bytes, bytes]]) -> bytes | None:
+    """What ``table[key] = value`` does, but for the partition (that takes the current event's, and
+    a commit is not in an event): the key's, as in every stream it comes from."""
     partition = partition_for(key, settings.partitions)
     if partition not in partitions:
-        return False  # revoked: its new owner resumes from the last commit
-    sent.append(table.send_changelog(partition, key, value))
+        return None  # revoked: its new owner resumes from the last commit
     table.data[key] = value
-    return True
+    changelog.append((table.changelog_topic.get_topic_name(), partition, key, value))
+    return value
 
 
 app.before_commit = _write_changed

@@ -20,7 +20,7 @@ that is below the committed offset.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
+from collections.abc import Awaitable, Callable, Mapping, Set
 from typing import Any
 
 import faust
@@ -48,8 +48,7 @@ class Consumer(aiokafka.Consumer):
         # Every value the committed events changed, acknowledged by the broker first: faust's
         # flush before a commit gives up on its buffer after 0.1 s without a send, and a worker
         # killed then resumed from tables older than its committed offsets.
-        for sent in self.app.before_commit(self.assignment()):  # type: ignore[attr-defined]
-            await sent
+        await self.app.before_commit(self.assignment())  # type: ignore[attr-defined]
         return await super()._commit_offsets(offsets, start_new_transaction)
 
     async def perform_seek(self) -> None:
@@ -68,9 +67,13 @@ class Transport(aiokafka.Transport):
     Consumer = Consumer
 
 
+async def _nothing_before_commit(assigned: Set[TP]) -> None:
+    pass
+
+
 class App(faust.App):
-    #: Called with the assignment before each offset commit: the sends to be acknowledged first.
-    before_commit: Callable[[Set[TP]], Iterable[Awaitable[Any]]] = staticmethod(lambda assigned: ())
+    #: Awaited with the assignment before each offset commit: what must be durable first.
+    before_commit: Callable[[Set[TP]], Awaitable[None]] = staticmethod(_nothing_before_commit)
     #: Per assigned partition, the offset after the last one the recovered tables applied (if known).
     unapplied_offsets: Callable[[Set[TP]], Mapping[TP, int]] = staticmethod(lambda assigned: {})
 
