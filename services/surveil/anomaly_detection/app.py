@@ -19,12 +19,13 @@ its outputs are published again (they may have been lost with the worker). So no
 and no event counts twice; a republished alert carries the same deterministic id, which is how
 consumers tell it from a new one.
 
-A table's value is written once per offset commit, not once per event (``_write_changed``, called
-by the consumer just before it flushes the producer and commits): a value is tens of KB, and a
-busy floor changes a table several times a second. Every commit is preceded by the values of all
-the events it covers, so a restarted worker never resumes past what its tables hold. (faust's ``exactly_once`` mode was tried and rejected: after
-a kill -9 its tables came back without updates whose offsets it had committed, and it raised
-alerts an uninterrupted run did not.)
+A table's value is written once per offset commit, not once per event: a value is tens of KB,
+and the changelog producer was the largest cost of an event. The consumer awaits
+``_write_changed`` before each commit, and it returns once the broker has acknowledged every
+value the committed events changed, so a restarted worker never resumes past what its tables
+hold. (faust's ``exactly_once`` mode was tried and rejected: after a kill -9 its tables came back
+without updates whose offsets it had committed, and it raised alerts an uninterrupted run did
+not.)
 """
 
 from __future__ import annotations
