@@ -365,8 +365,9 @@ class TableWatch:
             return
         shoe.ended = True
         self._check_ready_rounds(event.time)
-        if self.state.table_shoe not in (None, shoe.shoe_id):
-            self._finalize_shoe(shoe, event.time)
+        order = self.state.shoe_order
+        if self.state.table_shoe in order and order.index(self.state.table_shoe) > order.index(shoe.shoe_id):
+            self._finalize_shoe(shoe, event.time)  # the table stream is on a later shoe: no round of this one is to come
 
     # ---- the table stream ---------------------------------------------------------------------
 
@@ -396,13 +397,15 @@ class TableWatch:
             rnd.waiting_settlements = [o for o in self.state.orphan_settlements if o.data.round_id == d.round_id]
             self.state.orphan_settlements = [o for o in self.state.orphan_settlements if o.data.round_id != d.round_id]
         self.state.current_round = d.round_id
-        if self.state.table_shoe != d.shoe_id:
-            left = self.state.table_shoe
-            self.state.table_shoe = d.shoe_id
-            previous = self.state.shoes.get(left or "")
-            if previous is not None and previous.ended:
-                self._finalize_shoe(previous, event.time)
         shoe = self._shoe(d.shoe_id)
+        if self.state.table_shoe != d.shoe_id:
+            self.state.table_shoe = d.shoe_id
+            # The shoes before this one that the shoe stream ended are over: the table stream left
+            # them. (Not at their shoe.ended alone: the table stream may be a shoe or more behind.)
+            order = self.state.shoe_order
+            for earlier in order[: order.index(d.shoe_id)] if d.shoe_id in order else ():
+                if self.state.shoes[earlier].ended:
+                    self._finalize_shoe(self.state.shoes[earlier], event.time)
         if shoe is None:
             return
         if d.demo:

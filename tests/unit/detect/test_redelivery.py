@@ -116,3 +116,18 @@ def test_a_digest_is_seen_only_where_one_begins() -> None:
     assert _in_window(window, first) and _in_window(window, second)
     assert not _in_window(window, straddling)
     assert _in_window(window + straddling, straddling)  # its own place, past the false match at 4
+
+
+def test_a_table_stream_shoes_behind_the_shoe_stream_raises_nothing_extra() -> None:
+    """The table stream gets going, then stalls while the shoe stream plays on through the next
+    shoes (as the detectors' worker read them after a broker restart): a shoe the shoe stream
+    ended is judged once the table stream has left it, not before its rounds arrived."""
+    events: list[m.Event] = []
+    record(Floor(tables=1, shoes=3, seed=7, inject=parse_codes(INJECT)), events.append, lambda label: None)
+    events = [e for e in events if e.topic in (m.SHOE_TOPIC, m.TABLE_TOPIC, m.SETTLEMENT_TOPIC)]
+    tables = [i for i, e in enumerate(events) if e.topic != m.SHOE_TOPIC]
+    stall = tables[len(tables) // 6]  # a few rounds into the first shoe
+    later = events[stall:]
+    stalled = events[:stall] + [e for e in later if e.topic == m.SHOE_TOPIC] + [e for e in later if e.topic != m.SHOE_TOPIC]
+    assert alert_ids(stalled) == alert_ids(events)
+    assert alert_ids(events)  # the injected ones, so the comparison has something to compare
