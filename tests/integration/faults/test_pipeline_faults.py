@@ -182,14 +182,12 @@ def test_kill_9_of_the_table_side_settlement_and_redis_mid_run_loses_nothing_and
 
 def test_the_broker_and_the_detectors_killed_mid_run(deployment: Deployment, kafka_broker, redis_url: str) -> None:
     """The table side and settlement come through whole, and the detectors' alerts are the offline
-    replay's. A worker restarted after the broker was away used to resume from table state older
-    than the offsets it committed (docs/faults.md); a difference in the alerts is still taken as an
-    expected failure until more runs show that gone."""
+    replay's. The worker restarted after the broker was away reads the table stream late (a shoe or
+    more behind the shoe stream): the detectors wait for it (docs/faults.md). That the worker may
+    not catch up within the test's 3 minutes is still taken as an expected failure."""
     expected, caught_up = run_through(deployment, kafka_broker, redis_url, ("kafka", "anomaly-detection"))
     check_table_side_and_ledger(deployment, expected)
     assert deployment.read_values(topics.DEADLETTER, 0, timeout=10) == []
     if not caught_up:
         pytest.xfail(f"the restarted faust worker stopped consuming: {deployment.log_tail('anomaly-detection', 3)}")
-    extra, missing = alert_differences(deployment, expected)
-    if (extra, missing) != (Counter(), Counter()):
-        pytest.xfail(f"faust table state lost across a broker restart: extra alerts {dict(extra)}, missing {dict(missing)}")
+    assert alert_differences(deployment, expected) == (Counter(), Counter())
