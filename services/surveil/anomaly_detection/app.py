@@ -273,8 +273,9 @@ def _chart_of(key: bytes) -> Charted:
 @contextmanager
 def _changing(changed: dict[bytes, Any], key: bytes, value: Any) -> Iterator[None]:
     """Around an event's changes to a table's or chart's value: the value is written at the next
-    commit; or, if the event fails half-way, it goes back to the one last written (nothing
-    half-changed stays behind)."""
+    commit; or, if the event fails half-way (a bug: faust logs it and goes on), it goes back to
+    the one last written, without this commit interval's other changes to it too, rather than
+    keep a half-changed object."""
     try:
         yield
     except BaseException:

@@ -11,11 +11,12 @@ offset crept forward one transaction a commit interval while the worker kept up 
 The lag the room watches grew without end, and a restarted worker re-read all of it. Here the
 missing offsets are acked as they are found, and nothing else is.
 
-After a broker restart, a worker restarted later was found resuming from changelog state older
-than the offsets it had committed: the events in between were never applied to its tables. The
-state names the last offset it applied (``Outbox.applied``), so once the tables are recovered
-each input partition is read again from the offset after the last one its tables applied, where
-that is below the committed offset.
+A worker restarted after a broker restart was found resuming from changelog state older than
+the offsets it had committed: faust's flush before a commit gives up after 0.1 s without a send.
+The commit now first awaits the app's ``before_commit`` (the detectors write the values their
+events changed, and wait for the broker's acknowledgement). As a safety net, once the tables are
+recovered each input partition is read again from the offset after the last one its tables
+applied (the state names it, ``Outbox.applied``), where that is below the committed offset.
 """
 
 from __future__ import annotations
