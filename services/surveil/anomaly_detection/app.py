@@ -295,7 +295,8 @@ async def _write_changed(assigned: Set[TP]) -> None:
     # All set before the first await: an event in between reads what its table holds now.
     changelog: list[tuple[str, int, bytes, bytes]] = []
     for key, watched in _changed.items():
-        if (value := _set(watch_table, key, _encode(watched), streams, changelog)) is not None:
+        value = _encode(watched)
+        if _set(watch_table, key, value, streams, changelog):
             _written[key] = (value, watched)
             _written.move_to_end(key)
     while len(_written) > WATCH_CACHE_TABLES:
@@ -309,15 +310,16 @@ async def _write_changed(assigned: Set[TP]) -> None:
         await delivered
 
 
-def _set(table: Any, key: bytes, value: bytes, partitions: set[int], changelog: list[tuple[str, int, bytes, bytes]]) -> bytes | None:
+def _set(table: Any, key: bytes, value: bytes, partitions: set[int], changelog: list[tuple[str, int, bytes, bytes]]) -> bool:
     """What ``table[key] = value`` does, but for the partition (that takes the current event's, and
-    a commit is not in an event): the key's, as in every stream it comes from."""
+    a commit is not in an event): the key's, as in every stream it comes from. False for a key of
+    a partition this worker no longer holds: its new owner resumes from the last commit."""
     partition = partition_for(key, settings.partitions)
     if partition not in partitions:
-        return None  # revoked: its new owner resumes from the last commit
+        return False
     table.data[key] = value
     changelog.append((table.changelog_topic.get_topic_name(), partition, key, value))
-    return value
+    return True
 
 
 app.before_commit = _write_changed
