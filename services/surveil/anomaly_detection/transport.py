@@ -1,49 +1,116 @@
-"""faust's Kafka transport, with its offset commits stepping over transaction markers, and its
-streams resuming where the tables' state, not the committed offsets, says.
+"""faust's Kafka transport, with offset commits that never step over a message the detectors have
+not processed, and streams resuming where the tables' state, not the committed offsets, says.
 
-The streams the detectors read are written in Kafka transactions (table-controller,
-settlement), and each transaction leaves a marker at an offset no consumer is ever given. faust
-fills such holes in a partition's acked offsets ("gaps") with the offsets between two messages
-it was given, but it counts the later message's own offset into the gap as well
-(faust-streaming/faust#606, robinhood/faust#625). That offset is then acked twice, and faust's
-search for the first run of consecutive acked offsets stops at every duplicate: the committed
-offset crept forward one transaction a commit interval while the worker kept up with everything.
-The lag the room watches grew without end, and a restarted worker re-read all of it. Here the
-missing offsets are acked as they are found, and nothing else is.
+Three faust behaviours lost events across a restart of the worker, or made it re-read everything:
 
-A worker restarted after a broker restart was found resuming from changelog state older than
-the offsets it had committed: faust's flush before a commit gives up after 0.1 s without a send.
-The commit now first awaits the app's ``before_commit`` (the detectors write the values their
-events changed, and wait for the broker's acknowledgement). As a safety net, once the tables are
-recovered each input partition is read again from the offset after the last one its tables
-applied (the state names it, ``Outbox.applied``), where that is below the committed offset.
+- Commits. The streams the detectors read are written in Kafka transactions (table-controller,
+  settlement), and each transaction leaves a marker at an offset no consumer is ever given. faust
+  acks such holes ("gaps") when its fetcher finds them, counting the next message's own offset in
+  (faust-streaming/faust#606, robinhood/faust#625: the committed offset crept one transaction a
+  commit interval, and a restarted worker re-read everything), and it commits past one unacked
+  offset after the last commit, taking it for a marker. A message still waiting in the stream's
+  queue was stepped over that way; a worker killed then never read it (a round's opening, and with
+  it every bet of the round). Here a hole is what the broker did not return between two returned
+  messages, acked once the stream has processed the message after it, and a commit goes up to the
+  first offset that is neither processed nor in a hole, and no further.
+- Resuming. After an assignment faust resumes the input partitions, seeks them to the committed
+  offsets, then clears the streams' queues; what the fetcher queued in between was cleared and
+  never read again (its read offset had passed it): a card read lost, a switched card alerted.
+  The input partitions now resume only once the queues are cleared (``resume_flow``).
+- Committing ahead of the tables. faust's flush before a commit gives up after 0.1 s without a
+  send; a worker killed then resumed from changelog state older than its committed offsets. The
+  commit now first awaits the app's ``before_commit`` (the detectors write the values their events
+  changed, and wait for the broker's acknowledgement). As a safety net, once the tables are
+  recovered each input partition is read again from the offset after the last one its tables
+  applied (the state names it, ``Outbox.applied``), where that is below the committed offset.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Set
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
 from typing import Any
 
 import faust
+from faust.transport.consumer import ensure_TPset
 from faust.transport.drivers import aiokafka
 from faust.types import TP
+from faust.utils.functional import consecutive_numbers
 
 
 class Consumer(aiokafka.Consumer):
+    """Commits up to the first offset that is neither a processed message nor in a hole (a
+    marker, an aborted record: offsets the broker never returns)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._held_back: set[TP] = set()
+        self._held: dict[TP, int] = {}  # the offset a partition's commits wait for, once warned of
+        self._last_returned: dict[TP, int | None] = {}
+        # Per partition: the hole before a returned message, by the message's offset.
+        self._hole_before: defaultdict[TP, dict[int, range]] = defaultdict(dict)
+
+    def resume_partitions(self, tps: Iterable[TP]) -> None:
+        # The input partitions wait for resume_flow. faust resumes them, seeks them to the
+        # committed offsets, then clears the streams' queues: what was fetched in between was
+        # queued, cleared, and never read again (the fetcher's read offset had passed it).
+        tps = ensure_TPset(tps)
+        inputs = {tp for tp in tps if self.app.topics.acks_enabled_for(tp.topic)}
+        self._held_back |= inputs
+        super().resume_partitions(tps - inputs)
+
+    def resume_flow(self) -> None:
+        super().resume_flow()
+        held, self._held_back = self._held_back, set()
+        super().resume_partitions(held)
+
+    async def _getmany(self, active_partitions: set[TP] | None, timeout: float) -> Mapping[TP, Any]:
+        records = await super()._getmany(active_partitions, timeout)
+        for tp, returned in records.items():
+            self._returned(tp, [record.offset for record in returned])
+        return records
+
+    def _returned(self, tp: TP, offsets: list[int]) -> None:
+        """The offsets the broker returned, in order. Found here, not as faust hands messages on:
+        faust drops some it was given (a partition paused meanwhile) and reads them again later."""
+        last = self._last_returned.get(tp)
+        holes = self._hole_before[tp]
+        for offset in offsets:
+            if last is not None and offset > last + 1:
+                holes[offset] = range(last + 1, offset)
+            last = offset
+        self._last_returned[tp] = last
+
     async def _add_gap(self, tp: TP, offset_from: int, offset_to: int) -> None:
-        # Called with the first missing offset and the offset of the message after the hole. The
-        # missing offsets are acked as they are: faust keeps them in an interval tree merged on
-        # every gap, which cost the detectors a sixth of their time at a floor of 1,000 tables.
-        committed = self._committed_offset[tp]
-        if committed is not None:
-            offset_from = max(offset_from, committed + 1)
-        self._acked[tp].extend(range(offset_from, offset_to))
+        pass  # holes are found in _returned: faust's start one after a sought offset, a marker or not
 
     def _new_offset(self, tp: TP) -> int | None:
         acked = self._acked[tp]
-        if len(acked) != len(set(acked)):  # a duplicate from before a rebalance or a seek
-            acked[:] = sorted(set(acked))
-        return super()._new_offset(tp)
+        self._ack_holes(tp)
+        if not acked:
+            return None
+        acked[:] = sorted(set(acked))  # a message read twice (around a seek) is acked twice
+        committed = self._committed_offset[tp]
+        if committed is not None and acked[0] != committed:  # a message is missing: not past it
+            if self._held.get(tp) != committed:
+                self._held[tp] = committed
+                self.log.warning("%s: offset %d is not processed while later ones are: commits wait for it", tp, committed)
+            return None
+        run = next(consecutive_numbers(acked))
+        del acked[: len(run)]
+        self._acked_index[tp].difference_update(run)
+        return run[-1] + 1
+
+    def _ack_holes(self, tp: TP) -> None:
+        """The hole before each message the stream processed (acked: faust's stream acks in its
+        Cython iterator, past ``Consumer.ack``) is acked too; from the committed offset on."""
+        holes = self._hole_before[tp]
+        committed = self._committed_offset[tp]
+        processed = self._acked_index[tp]
+        for offset in [o for o in holes if o in processed or (committed is not None and o < committed)]:
+            hole = holes.pop(offset)
+            if offset in processed:
+                self._acked[tp].extend(hole if committed is None else range(max(hole.start, committed), hole.stop))
 
     async def _commit_offsets(self, offsets: Mapping[TP, int], start_new_transaction: bool = True) -> bool:
         # Every value the committed events changed, acknowledged by the broker first: faust's
@@ -62,6 +129,12 @@ class Consumer(aiokafka.Consumer):
                                  tp, offset, committed)
                 await self.seek(tp, offset)
                 self._read_offset[tp] = offset
+        self._sought()
+
+    def _sought(self) -> None:
+        """The broker returns messages from the read offsets now (None: from where it says)."""
+        self._last_returned = {tp: None if offset is None else offset - 1 for tp, offset in self._read_offset.items()}
+        self._hole_before.clear()
 
 
 class Transport(aiokafka.Transport):
