@@ -77,13 +77,19 @@ class RoundTotals:
     house_net: int = 0
 
     def add(self, amount: int, settlement: Settlement) -> RoundTotals:
-        decided = settlement.result is not BetResult.CARRIED
+        staked, paid_out, commission, house_net = totals_of(amount, settlement)
         return RoundTotals(
-            self.staked + (amount if decided else 0),
-            self.paid_out + settlement.paid_out(amount),
-            self.commission + settlement.commission,
-            self.house_net - settlement.net,
+            self.staked + staked,
+            self.paid_out + paid_out,
+            self.commission + commission,
+            self.house_net + house_net,
         )
+
+
+def totals_of(amount: int, settlement: Settlement) -> tuple[int, int, int, int]:
+    """What one bet of ``amount`` settled so adds to its round's totals (as ``RoundTotals`` fields)."""
+    decided = settlement.result is not BetResult.CARRIED
+    return (amount if decided else 0, settlement.paid_out(amount), settlement.commission, -settlement.net)
 
 
 VOID = Settlement(BetResult.PUSH, 0, 0)  # Art. 10: a voided round returns every stake
@@ -122,6 +128,7 @@ _PLAYER, _BANKER, _TIE, _PLAYER_PAIR = Spot.PLAYER, Spot.BANKER, Spot.TIE, Spot.
 _TIE_OUTCOME, _BANKER_OUTCOME = Outcome.TIE, Outcome.BANKER
 _WIN, _LOSE = BetResult.WIN, BetResult.LOSE
 _NO_COMMISSION = Commission.NO_COMMISSION
+_SPOTS = tuple(Spot)  # iterating the enum itself costs ~1 µs, and spot_totals runs for every round
 
 
 # ---- bet checks -------------------------------------------------------------------------
@@ -152,7 +159,7 @@ def check_amount(spot: Spot, amount: int, min_bet: int) -> list[Finding]:
 
 
 def spot_totals(bets: Iterable[tuple[Spot, int]]) -> dict[Spot, int]:
-    totals = dict.fromkeys(Spot, 0)
+    totals = dict.fromkeys(_SPOTS, 0)
     for spot, amount in bets:
         totals[spot] += amount
     return totals

@@ -131,3 +131,20 @@ def test_a_table_stream_shoes_behind_the_shoe_stream_raises_nothing_extra() -> N
     stalled = events[:stall] + [e for e in later if e.topic == m.SHOE_TOPIC] + [e for e in later if e.topic != m.SHOE_TOPIC]
     assert alert_ids(stalled) == alert_ids(events)
     assert alert_ids(events)  # the injected ones, so the comparison has something to compare
+
+
+def test_a_watch_fed_from_empty_and_one_per_event_see_the_same_ids(floor: list[m.Event]) -> None:
+    """Offline, a table's watch keeps its window's digests as a set too; live, a watch is made per
+    event over the stored window and scans it. Both see the same events again, and only those:
+    within the window, and not once a digest has left it."""
+    table = floor[0].subject
+    own = [e for e in floor if e.subject == table and type(e) in HANDLED][: RECENT_IDS + 50]
+    again = [own[-1], own[-RECENT_IDS], own[-RECENT_IDS - 1], own[0]]  # in, in, out, out
+    offline = TableWatch(TableState(table))
+    live_state = TableState(table)
+    seen: list[tuple[bool, bool]] = []
+    for event in [*own, *again]:
+        seen.append((offline._seen_before(event.id), TableWatch(live_state)._seen_before(event.id)))
+    assert offline._digests is not None  # the set was kept throughout
+    assert seen == [(False, False)] * len(own) + [(True, True), (True, True), (False, False), (False, False)]
+    assert offline.state.recent_digests == live_state.recent_digests
