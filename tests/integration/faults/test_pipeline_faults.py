@@ -34,8 +34,8 @@ from surveil.sim.injections import parse_codes
 pytestmark = pytest.mark.faults
 
 INJECT = "DRAW_PLAYER_MISSING,LATE_BET,CARD_MISMATCH,BANKER_BET_MULTIPLE,CARD_EXPOSED,BURN_COUNT"
-FLOOR = {"tables": 4, "shoes": 4, "seed": 8, "inject": parse_codes(INJECT)}
-PACE = 0.3  # seconds per round: four shoes of ~75 rounds, about 90 s of play
+FLOOR = {"tables": 4, "shoes": 5, "seed": 8, "inject": parse_codes(INJECT)}
+PACE = 0.3  # seconds per round: five shoes of ~75 rounds, about 110 s of play (a broker restart takes up to a minute)
 
 
 def stack_sh(*args: str) -> None:
@@ -97,11 +97,10 @@ def unchained(alert: m.AlertRaised) -> m.AlertRaisedData:
 
 
 def run_through(deployment: Deployment, kafka_broker, redis_url: str,  # type: ignore[no-untyped-def]
-                wanted: tuple[str, ...]) -> tuple[list[m.Event], bool]:
+                wanted: tuple[str, ...]) -> list[m.Event]:
     """The floor played live while the ``wanted`` faults strike in a random order (env FAULTS=a,b
-    narrows them down further), once every service is consuming; then until the table side and
-    settlement have consumed everything. Returns the offline reference events, and whether the
-    detectors caught up too (within 3 minutes)."""
+    narrows them down further), once every service is consuming; then until every service has
+    consumed everything. Returns the offline reference events."""
     if not kafka_broker.ops_controlled or f":{os.environ.get('REDIS_PORT', '6379')}/" not in redis_url:
         pytest.skip("the broker or Redis is not the one ops/stack.sh runs, so the test cannot kill it")
     rng = random.Random(20261129)
@@ -126,18 +125,12 @@ def run_through(deployment: Deployment, kafka_broker, redis_url: str,  # type: i
     thread.join(timeout=600)
     assert not thread.is_alive() and "error" not in outcome, outcome
     assert still_playing, f"the floor was over before the last fault ({done[-1]}): make it longer"
-    for service in ("table-controller", "settlement"):
+    for service in ("table-controller", "settlement", "anomaly-detection"):
         deployment.wait_until_consumed(service, timeout_s=300, check_alive=False)
-    try:
-        deployment.wait_until_consumed("anomaly-detection", timeout_s=180, check_alive=False)
-    except AssertionError:
-        caught_up = False
-    else:
-        caught_up = True
     supervisor.stop()
     print(f"\nfaults in order: {', '.join(done)}; restarted after exiting on their own: {supervisor.restarts or 'none'}")
     assert deployment.exited() == [], deployment.log_text()
-    return offline_events(FLOOR), caught_up
+    return offline_events(FLOOR)
 
 
 def check_table_side_and_ledger(deployment: Deployment, expected: list[m.Event]) -> None:
@@ -173,21 +166,17 @@ def test_kill_9_of_the_table_side_settlement_and_redis_mid_run_loses_nothing_and
         deployment: Deployment, kafka_broker, redis_url: str) -> None:
     """The detectors are not killed here, but they read every transaction the others abort: their
     alerts are exactly the offline replay's."""
-    expected, caught_up = run_through(deployment, kafka_broker, redis_url, ("shoe-reader", "table-controller", "settlement", "redis"))
+    expected = run_through(deployment, kafka_broker, redis_url, ("shoe-reader", "table-controller", "settlement", "redis"))
     check_table_side_and_ledger(deployment, expected)
     assert deployment.read_values(topics.DEADLETTER, 0, timeout=10) == []
-    assert caught_up, f"the detectors did not commit their whole input: {deployment.log_tail('anomaly-detection', 3)}"
     assert alert_differences(deployment, expected) == (Counter(), Counter())
 
 
 def test_the_broker_and_the_detectors_killed_mid_run(deployment: Deployment, kafka_broker, redis_url: str) -> None:
     """The table side and settlement come through whole, and the detectors' alerts are the offline
-    replay's. The worker restarted after the broker was away reads the table stream late (a shoe or
-    more behind the shoe stream): the detectors wait for it (docs/faults.md). That the worker may
-    not catch up within the test's 3 minutes is still taken as an expected failure."""
-    expected, caught_up = run_through(deployment, kafka_broker, redis_url, ("kafka", "anomaly-detection"))
+    replay's. The worker restarted after the broker was away may read the table stream late (a shoe
+    or more behind the shoe stream): the detectors wait for it (docs/faults.md)."""
+    expected = run_through(deployment, kafka_broker, redis_url, ("kafka", "anomaly-detection"))
     check_table_side_and_ledger(deployment, expected)
     assert deployment.read_values(topics.DEADLETTER, 0, timeout=10) == []
-    if not caught_up:
-        pytest.xfail(f"the restarted faust worker stopped consuming: {deployment.log_tail('anomaly-detection', 3)}")
     assert alert_differences(deployment, expected) == (Counter(), Counter())
