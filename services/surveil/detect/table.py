@@ -328,6 +328,13 @@ class TableWatch:
             self.state.shoe_order.append(shoe_id)
         return shoe
 
+    def _table_stream_left(self, shoe_id: str) -> bool:
+        """Whether the table stream is on a later shoe (in the order the shoes were first heard
+        of): no round of this one is to come. Not merely another shoe: the table stream may be a
+        shoe or more behind the shoe stream (as a worker restarted after a broker restart reads them)."""
+        order = self.state.shoe_order
+        return self.state.table_shoe in order and order.index(self.state.table_shoe) > order.index(shoe_id)
+
     def _started_shoe(self, shoe_id: str) -> Shoe | None:
         shoe = self.state.shoes.get(shoe_id)
         return shoe if shoe is not None and shoe.started else None
@@ -395,9 +402,8 @@ class TableWatch:
             return
         shoe.ended = True
         self._check_ready_rounds(event.time)
-        order = self.state.shoe_order
-        if self.state.table_shoe in order and order.index(self.state.table_shoe) > order.index(shoe.shoe_id):
-            self._finalize_shoe(shoe, event.time)  # the table stream is on a later shoe: no round of this one is to come
+        if self._table_stream_left(shoe.shoe_id):
+            self._finalize_shoe(shoe, event.time)
 
     # ---- the table stream ---------------------------------------------------------------------
 
@@ -430,12 +436,10 @@ class TableWatch:
         shoe = self._shoe(d.shoe_id)
         if self.state.table_shoe != d.shoe_id:
             self.state.table_shoe = d.shoe_id
-            # The shoes before this one that the shoe stream ended are over: the table stream left
-            # them. (Not at their shoe.ended alone: the table stream may be a shoe or more behind.)
-            order = self.state.shoe_order
-            for earlier in order[: order.index(d.shoe_id)] if d.shoe_id in order else ():
-                if self.state.shoes[earlier].ended:
-                    self._finalize_shoe(self.state.shoes[earlier], event.time)
+            for shoe_id in list(self.state.shoe_order):
+                earlier = self.state.shoes[shoe_id]
+                if earlier.ended and self._table_stream_left(shoe_id):
+                    self._finalize_shoe(earlier, event.time)
         if shoe is None:
             return
         if d.demo:
