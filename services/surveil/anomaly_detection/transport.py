@@ -62,7 +62,7 @@ class Consumer(aiokafka.Consumer):
     def resume_flow(self) -> None:
         super().resume_flow()
         held, self._held_back = self._held_back, set()
-        super().resume_partitions(held)
+        super().resume_partitions(held & self.assignment())  # not those a rebalance took meanwhile
 
     async def _getmany(self, active_partitions: set[TP] | None, timeout: float) -> Mapping[TP, Any]:
         records = await super()._getmany(active_partitions, timeout)

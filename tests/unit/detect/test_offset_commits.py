@@ -116,10 +116,11 @@ def test_a_partition_read_again_from_below_its_commit_commits_on_from_it(consume
     assert commit(consumer) == 33
 
 
-def test_input_partitions_resume_only_with_the_flow(consumer: Consumer) -> None:
+def test_input_partitions_resume_only_with_the_flow(consumer: Consumer, monkeypatch: pytest.MonkeyPatch) -> None:
     # faust resumes them, seeks, then clears the streams' queues: nothing may be fetched before.
-    changelog = TP("table-watch-changelog", 0)
-    consumer.resume_partitions({PARTITION, changelog})
+    changelog, revoked = TP("table-watch-changelog", 0), TP(TOPIC, 1)
+    monkeypatch.setattr(consumer, "assignment", lambda: {PARTITION, changelog})
+    consumer.resume_partitions({PARTITION, revoked, changelog})
     assert consumer._get_active_partitions() == {changelog}
     consumer.resume_flow()
-    assert consumer._get_active_partitions() == {changelog, PARTITION}
+    assert consumer._get_active_partitions() == {changelog, PARTITION}  # not one a rebalance took meanwhile
