@@ -74,8 +74,7 @@ class Floor:
         return watch
 
     def feed(self, event: Event) -> list[AlertRaised]:
-        watch = self.tables.get(event.subject) or self.watch(event.subject)  # runs for every event
-        raised, facts = watch.feed(event)
+        raised, facts = self.watch(event.subject).feed(event)
         if raised or facts:
             return self._alerts(raised, facts)
         return []
