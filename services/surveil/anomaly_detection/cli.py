@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,6 +19,10 @@ from ..events.models import AlertRaised
 from . import report
 from .incident import IncidentCollector
 from .replay import replay
+
+# One per core, to four: past that this process, which judges every table's findings in order, is
+# what the others wait for.
+DEFAULT_WORKERS = min(os.cpu_count() or 1, 4)
 
 
 def _lines_with_progress(path: Path, progress: Progress) -> Iterator[bytes]:
@@ -43,9 +48,11 @@ def _lines_with_progress(path: Path, progress: Progress) -> Iterator[bytes]:
 @click.option("--kafka", metavar="BOOTSTRAP", help="Publish the log into the topics of this broker instead, for the live services.")
 @click.option("--speed", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True, help="With --kafka: times the original pace.")
 @click.option("--max", "as_fast", is_flag=True, help="With --kafka: as fast as the broker takes it.")
+@click.option("--workers", type=click.IntRange(min=1), default=DEFAULT_WORKERS, show_default=True, envvar="REPLAY_WORKERS",
+              help="Processes watching the tables (each table in one); the alerts are the same for any number.")
 def replay_command(
     log: Path, profile: str | None, alerts_file: Path | None, report_file: Path | None, kafka: str | None, speed: float,
-    as_fast: bool,
+    as_fast: bool, workers: int,
 ) -> None:
     """Replay a recorded event log (.jsonl or .jsonl.gz) through the detectors and report, or
     with --kafka publish it into the live pipeline's topics."""
@@ -68,7 +75,7 @@ def replay_command(
     columns = (TextColumn("replaying {task.description}"), BarColumn(), TransferSpeedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as progress:
         result = replay(_lines_with_progress(log, progress), profile=profile, on_alert=write,
-                        on_event=incidents.event if incidents is not None else None)
+                        on_event=incidents.event if incidents is not None else None, workers=workers)
     if out:
         out.close()
     if incidents is not None and report_file:

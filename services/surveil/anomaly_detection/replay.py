@@ -3,22 +3,39 @@
 A log is one CloudEvents JSON object per line (``.jsonl``, or gzipped ``.jsonl.gz``), in the order
 the events were published. Lines that are not contract events are reported with their line
 number and skipped; events of other topics (the table inputs, alerts) are passed over.
+
+Tables are independent until their findings meet the cross-table charts (patrons and dealers
+move between tables), so a replay splits like the live service does: each table's watch runs in
+one of ``workers`` processes (a ``Shard``), and this process puts their findings back in the
+log's order and judges them (``Floor.judge``). Any number of workers raises the same alerts, in
+the same order, with the same chain.
 """
 
 from __future__ import annotations
 
 import gzip
-from collections import Counter
-from collections.abc import Callable, Iterator
+import heapq
+import multiprocessing
+import pickle
+import queue
+import traceback
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Any, Protocol
+
+import msgspec
 
 from ..detect.floor import Floor
+from ..detect.table import Fact, Raised
 from ..events import codec
 from ..events.models import SETTLEMENT_TOPIC, SHOE_TOPIC, TABLE_TOPIC, AlertRaised, Event
 
 WATCHED_TOPICS = frozenset({SHOE_TOPIC, TABLE_TOPIC, SETTLEMENT_TOPIC})
+BATCH_LINES = 2048  # lines handed to the shards at a time
+IN_FLIGHT = 4  # batches the shards may be behind this process's reading
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,36 +71,232 @@ def read_events(lines: Iterator[bytes], bad: Callable[[BadLine], None]) -> Itera
             bad(BadLine(number, str(error)))
 
 
+Found = tuple[int, list[Raised], list[Fact]]  # what a table made of a line: raised findings, facts for the charts
+Batch = tuple[int, list[bytes]]  # lines, and the number of the first
+
+
+@dataclass
+class ShardTotals:
+    """What a shard counted, and what its tables found once the input ended (by first line)."""
+
+    flushed: list[Found]
+    bad_lines: list[BadLine]
+    events_by_type: Counter[str]
+    rounds_checked: int
+    tables: int
+
+
+class _Envelope(msgspec.Struct):
+    subject: str = ""  # the table: all routing needs; the rest of the line is skipped unchecked
+
+
+class Shard:
+    """The watches of one share of the tables: every line in, what its tables found out.
+
+    Shard ``index`` of ``count`` takes the tables dealt to it: in turn, as each first appears, so
+    every shard deals alike without being told. A line with no table to go by goes to the first."""
+
+    def __init__(self, profile: str | None, index: int = 0, count: int = 1) -> None:
+        self.floor = Floor(profile_override=profile)  # for its table watches; this shard judges nothing
+        self.index, self.count = index, count
+        self.owners: dict[str, int] = {}
+        self.envelope = msgspec.json.Decoder(_Envelope)
+        self.first_lines: dict[str, int] = {}
+        self.bad_lines: list[BadLine] = []
+        self.by_class: dict[type[Event], int] = {}  # counted by class, named at the end: cheaper per event
+
+    def _mine(self, line: bytes) -> bool:
+        try:
+            table_id = self.envelope.decode(line).subject
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return self.index == 0
+        if not table_id:
+            return self.index == 0
+        owner = self.owners.get(table_id)
+        if owner is None:
+            owner = self.owners[table_id] = len(self.owners) % self.count
+        return owner == self.index
+
+    def feed(self, batch: Batch) -> list[Found]:
+        found, tables, watch, by_class = [], self.floor.tables, self.floor.watch, self.by_class
+        first, lines = batch
+        for number, line in enumerate(lines, start=first):
+            if not line.strip() or (self.count > 1 and not self._mine(line)):
+                continue
+            try:
+                event = codec.decode(line)
+            except codec.InvalidEventError as error:
+                self.bad_lines.append(BadLine(number, str(error)))
+                continue
+            by_class[type(event)] = by_class.get(type(event), 0) + 1
+            if event.topic in WATCHED_TOPICS:
+                table_id = event.subject
+                if table_id not in tables:
+                    self.first_lines[table_id] = number
+                raised, facts = watch(table_id).feed(event)
+                if raised or facts:
+                    found.append((number, raised, facts))
+        return found
+
+    def finish(self) -> ShardTotals:
+        tables = self.floor.tables
+        return ShardTotals(
+            flushed=[(self.first_lines[table_id], *watch.flush()) for table_id, watch in tables.items()],
+            bad_lines=self.bad_lines,
+            events_by_type=Counter({cls.__struct_config__.tag: n for cls, n in self.by_class.items()}),  # type: ignore[misc]
+            rounds_checked=sum(watch.rounds_checked for watch in tables.values()),
+            tables=len(tables),
+        )
+
+
+class _Worker(Protocol):
+    def send(self, batch: Any) -> None: ...
+    def receive(self) -> list[Found]: ...
+    def finish(self) -> ShardTotals: ...
+    def stop(self) -> None: ...
+
+
+class _HereShard:
+    """The one shard, in this process."""
+
+    def __init__(self, profile: str | None) -> None:
+        self.shard, self.done = Shard(profile), deque[list[Found]]()
+
+    def send(self, batch: Batch) -> None:
+        self.done.append(self.shard.feed(batch))
+
+    def receive(self) -> list[Found]:
+        return self.done.popleft()
+
+    def finish(self) -> ShardTotals:
+        return self.shard.finish()
+
+    def stop(self) -> None:
+        pass
+
+
+def _serve_shard(shard: Shard, inbox: Any, outbox: Any) -> None:
+    """A worker process's life: batches in until None, found out; then its totals."""
+    try:
+        while (batch := inbox.get()) is not None:
+            outbox.put(shard.feed(pickle.loads(batch)))
+        outbox.put(shard.finish())
+    except BaseException:  # the replaying process raises it; a worker has no one else to tell
+        outbox.put(RuntimeError(f"replay worker failed:\n{traceback.format_exc()}"))
+
+
+class _ProcessShard:
+    """A shard in a process of its own (forked: the detectors are already imported)."""
+
+    def __init__(self, shard: Shard) -> None:
+        context = multiprocessing.get_context("fork")
+        self.inbox, self.outbox = context.Queue(), context.Queue()  # queues: a put never blocks either side
+        self.process = context.Process(target=_serve_shard, args=(shard, self.inbox, self.outbox), daemon=True)
+        self.process.start()
+
+    def send(self, batch: bytes) -> None:  # pickled once for every shard
+        self.inbox.put(batch)
+
+    def _get(self) -> Any:
+        while True:
+            try:
+                answer = self.outbox.get(timeout=1.0)
+            except queue.Empty:
+                if not self.process.is_alive():
+                    raise RuntimeError(f"replay worker {self.process.pid} died (exit {self.process.exitcode})") from None
+                continue
+            if isinstance(answer, BaseException):
+                raise answer
+            return answer
+
+    def receive(self) -> list[Found]:
+        found: list[Found] = self._get()
+        return found
+
+    def finish(self) -> ShardTotals:
+        self.inbox.put(None)
+        totals: ShardTotals = self._get()
+        return totals
+
+    def stop(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        for pipe in (self.inbox, self.outbox):  # what a failed worker left unread must not hold this process's exit
+            pipe.cancel_join_thread()
+            pipe.close()
+
+
+def _batches(lines: Iterable[bytes]) -> Iterator[Batch]:
+    lines, first = iter(lines), 1
+    while batch := list(islice(lines, BATCH_LINES)):
+        yield first, batch
+        first += len(batch)
+
+
 def replay(
     lines: Iterator[bytes],
     profile: str | None = None,
     on_alert: Callable[[AlertRaised], None] | None = None,
     on_event: Callable[[Event], None] | None = None,
+    workers: int = 1,
 ) -> ReplayResult:
-    """Feed every watched event of ``lines`` to a fresh ``Floor``; collect alerts and bad lines."""
+    """Watch every table of ``lines`` across ``workers`` processes; judge, collect alerts and bad lines.
+
+    ``on_event`` sees every event in the log's order, and before it each alert the events before
+    it raised, as a single-process replay would call it."""
     result = ReplayResult()
-    floor = Floor(profile_override=profile)
+    judge = Floor(profile_override=profile)
 
-    def emit(alerts: list[AlertRaised]) -> None:
-        result.alerts.extend(alerts)
-        if on_alert:
-            for alert in alerts:
-                on_alert(alert)
+    def emit(found: Iterable[Found]) -> None:
+        for _, raised, facts in found:
+            alerts = judge.judge(raised, facts)
+            result.alerts.extend(alerts)
+            if on_alert:
+                for alert in alerts:
+                    on_alert(alert)
 
-    by_class: dict[type[Event], int] = {}  # counted by class, named at the end: cheaper per event
-    feed = floor.feed
-    for event in read_events(lines, result.bad_lines.append):
-        by_class[type(event)] = by_class.get(type(event), 0) + 1
-        if on_event:
-            on_event(event)
-        if event.topic in WATCHED_TOPICS:
-            alerts = feed(event)
-            if alerts:
-                emit(alerts)
-    for cls, count in by_class.items():
-        result.events_by_type[cls.__struct_config__.tag] += count  # type: ignore[index]
+    def settle(batch: Batch) -> None:
+        found = heapq.merge(*(shard.receive() for shard in shards), key=lambda item: item[0])
+        if on_event is None:
+            emit(found)
+            return
+        pending = next(found, None)
+        first, lines = batch
+        for number, line in enumerate(lines, start=first):
+            if not line.strip():
+                continue
+            try:
+                on_event(codec.decode(line))
+            except codec.InvalidEventError:
+                pass  # its shard reports it
+            if pending is not None and pending[0] == number:
+                emit([pending])
+                pending = next(found, None)
+
+    shards: list[_Worker] = (
+        [_HereShard(profile)] if workers <= 1 else [_ProcessShard(Shard(profile, index, workers)) for index in range(workers)]
+    )
+    try:
+        in_flight: deque[Batch] = deque()
+        for batch in _batches(lines):
+            sent = pickle.dumps(batch, pickle.HIGHEST_PROTOCOL) if len(shards) > 1 else batch
+            for shard in shards:
+                shard.send(sent)
+            in_flight.append(batch)
+            if len(in_flight) > IN_FLIGHT:
+                settle(in_flight.popleft())
+        while in_flight:
+            settle(in_flight.popleft())
+        totals = [shard.finish() for shard in shards]
+    finally:
+        for shard in shards:
+            shard.stop()
+    emit(sorted((item for total in totals for item in total.flushed), key=lambda item: item[0]))
+    result.bad_lines = sorted((bad for total in totals for bad in total.bad_lines), key=lambda bad: bad.number)
+    for total in totals:
+        result.events_by_type.update(total.events_by_type)
+        result.rounds_checked += total.rounds_checked
+        result.tables += total.tables
     result.events = result.events_by_type.total()
-    emit(floor.flush())
-    result.rounds_checked = floor.rounds_checked
-    result.tables = len(floor.tables)
     return result

@@ -76,16 +76,19 @@ class Floor:
     def feed(self, event: Event) -> list[AlertRaised]:
         raised, facts = self.watch(event.subject).feed(event)
         if raised or facts:
-            return self._alerts(raised, facts)
+            return self.judge(raised, facts)
         return []
 
     def flush(self) -> list[AlertRaised]:
         alerts = []
         for watch in self.tables.values():
-            alerts += self._alerts(*watch.flush())
+            alerts += self.judge(*watch.flush())
         return alerts
 
-    def _alerts(self, raised: Iterable[Raised], facts: Iterable[Fact]) -> list[AlertRaised]:
+    def judge(self, raised: Iterable[Raised], facts: Iterable[Fact]) -> list[AlertRaised]:
+        """The cross-table half: charts the facts, and makes alert events of what the tables raised
+        and the charts signalled, each id once. Alone, for tables watched elsewhere (a replay's
+        worker processes)."""
         everything = list(raised)
         for fact in facts:
             found = chart_finding(self.charts.setdefault(fact.key, patterns.Cusum()), fact)

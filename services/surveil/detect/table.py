@@ -130,7 +130,11 @@ class TableState(msgspec.Struct):
     earlier_fingerprints: list[list[int]] = []  # winnowed runs of earlier shoes, newest last
     shoe_outcome_history: list[list[int]] = []  # Banker/Player/Tie counts of earlier shoes
     drift_tests: int = 0
-    recent_digests: bytes = b""  # digests (id_digest) of the ids of the table's last RECENT_IDS events, oldest first
+    # Digests (id_digest) of the ids of the table's last RECENT_IDS events, end to end: a ring once
+    # full, its oldest at recent_next (written over in place: copying 8 KB an event was a sixth of a
+    # replay's time). A window stored oldest first, as before the ring, is a ring at 0.
+    recent_digests: bytearray = msgspec.field(default_factory=bytearray)
+    recent_next: int = 0
 
 
 # An event whose id the table saw among its last RECENT_IDS events is that event delivered again:
@@ -154,7 +158,7 @@ def id_digest(event_id: str) -> bytes:
     return hasher.digest()
 
 
-def _in_window(window: bytes, digest: bytes) -> bool:
+def _in_window(window: bytes | bytearray, digest: bytes) -> bool:
     at = window.find(digest)
     while at != -1 and at % DIGEST_SIZE:  # a match across two digests is not one
         at = window.find(digest, at + 1)
@@ -235,9 +239,9 @@ class TableWatch:
         self.rounds_checked = 0
         self._last_time: datetime | None = None
         # The window's digests as a set, for a watch fed one event after another from an empty
-        # window (Floor, offline replay): a set lookup instead of a scan of 8 KB. Kept while the
-        # window is the bytes object it last made; the live service makes a watch per event over
-        # a stored window, and scans it.
+        # window (Floor, offline replay): a set lookup instead of a scan of 8 KB. Good while this
+        # watch alone changes the window: the Floor's, one per table; the live service makes a
+        # watch per event over a stored window, and scans it.
         self._digests: set[bytes] | None = None if state.recent_digests else set()
         self._indexed = state.recent_digests
 
@@ -256,14 +260,20 @@ class TableWatch:
 
     def _seen_before(self, event_id: str) -> bool:
         """Whether the table's last RECENT_IDS events include this id; if not, it joins them."""
-        digest, window = id_digest(event_id), self.state.recent_digests
+        digest, state = id_digest(event_id), self.state
+        window = state.recent_digests
         digests = self._digests = self._digests if window is self._indexed else None
         if digest in digests if digests is not None else _in_window(window, digest):
             return True
-        self.state.recent_digests = self._indexed = (window + digest)[-RECENT_IDS * DIGEST_SIZE :]
+        if len(window) < RECENT_IDS * DIGEST_SIZE:
+            window += digest
+        else:  # the oldest digest makes way (none is there twice)
+            at = state.recent_next * DIGEST_SIZE
+            if digests is not None:
+                digests.discard(bytes(window[at : at + DIGEST_SIZE]))
+            window[at : at + DIGEST_SIZE] = digest
+            state.recent_next = (state.recent_next + 1) % RECENT_IDS
         if digests is not None:
-            if len(window) == RECENT_IDS * DIGEST_SIZE:  # its oldest digest went (none is there twice)
-                digests.discard(window[:DIGEST_SIZE])
             digests.add(digest)
         return False
 

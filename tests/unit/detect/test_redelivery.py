@@ -90,7 +90,23 @@ def test_the_window_of_seen_ids_is_the_tables_last_events(floor: list[m.Event]) 
     for event in own:
         watch.feed(event)
     handled = [e.id for e in own if type(e) in HANDLED]
-    assert watch.state.recent_digests == b"".join(id_digest(i) for i in handled[-RECENT_IDS:])
+    ring, oldest = watch.state.recent_digests, watch.state.recent_next * len(id_digest(""))
+    assert oldest  # the ring went round
+    assert ring[oldest:] + ring[:oldest] == b"".join(id_digest(i) for i in handled[-RECENT_IDS:])
+
+
+def test_a_window_stored_oldest_first_reads_as_a_ring(floor: list[m.Event]) -> None:
+    """A state stored before the window was a ring (its digests oldest first, no ``recent_next``)
+    goes on seeing the same ids again: its oldest digest is the first written over."""
+    table = floor[0].subject
+    own = [e for e in floor if e.subject == table and type(e) in HANDLED][: RECENT_IDS + 1]
+    stored = msgspec.json.encode(TableState(table, recent_digests=bytearray(b"".join(id_digest(e.id) for e in own[:RECENT_IDS]))))
+    before_the_ring = stored.replace(b',"recent_next":0', b"")
+    assert b"recent_next" not in before_the_ring
+    state = msgspec.json.decode(before_the_ring, type=TableState)
+    assert not TableWatch(state)._seen_before(own[RECENT_IDS].id)  # new: the oldest makes way for it
+    assert TableWatch(state)._seen_before(own[1].id) and TableWatch(state)._seen_before(own[RECENT_IDS].id)
+    assert not TableWatch(state)._seen_before(own[0].id)  # gone from the window
 
 
 def test_a_table_whose_events_stop_mid_round_raises_nothing_for_what_never_came(floor: list[m.Event]) -> None:
