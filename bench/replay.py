@@ -9,9 +9,9 @@ raise; it is made once and kept (``--log``).
 - decode: every line of the file read, then decoded by ``json.loads``, ``orjson.loads``,
   ``msgspec.json.decode`` (untyped), and ``surveil.events.codec.decode`` (typed and validated,
   what the replay does); events/s, best of ``--repeat``.
-- offline: ``surveil.anomaly_detection.replay.replay`` on the file's lines in this process
-  (events/s and rounds/s, best of ``--repeat``), and the ``surveil replay LOG`` command timed from
-  start to exit (report included).
+- offline: ``surveil.anomaly_detection.replay.replay`` on the file's lines, in this process and
+  with each of ``--workers`` worker processes (events/s and rounds/s, every one of ``--repeat``
+  runs), and the ``surveil replay LOG`` command timed from start to exit (report included).
 - kafka: a deployment of its own (bench/pipeline.py's ``Pipeline``: the four services, topics
   under a fresh prefix); ``surveil replay LOG --kafka BOOTSTRAP --max`` as the operator; the clock
   runs from its start until every alert the offline replay raises has arrived on
@@ -42,6 +42,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pipeline import CONSUMERS, Alerts, Offsets, Pipeline, load_average, proc_cpu_seconds, stop_watching  # noqa: E402
 
+from surveil.anomaly_detection.cli import DEFAULT_WORKERS  # noqa: E402
 from surveil.anomaly_detection.replay import replay  # noqa: E402
 from surveil.core.findings import AlertCode  # noqa: E402
 from surveil.events import codec  # noqa: E402
@@ -94,15 +95,21 @@ def decode_floor(lines: list[bytes], repeat: int) -> dict[str, Any]:
     return out
 
 
-def offline(path: Path, lines: list[bytes], repeat: int) -> dict[str, Any]:
-    runs, result = [], None
-    for _ in range(repeat):
-        started, cpu = time.perf_counter(), time.process_time()
-        result = replay(iter(lines))
-        runs.append((time.perf_counter() - started, time.process_time() - cpu))
+def offline(path: Path, lines: list[bytes], repeat: int, workers: list[int]) -> dict[str, Any]:
+    by_workers, result = {}, None
+    for count in workers:
+        runs = []
+        for _ in range(repeat):
+            started, cpu = time.perf_counter(), time.process_time()
+            result = replay(iter(lines), workers=count)
+            runs.append((time.perf_counter() - started, time.process_time() - cpu))
+        wall = [w for w, _ in runs]
+        by_workers[count] = {"seconds": wall, "cpu_seconds_this_process": [c for _, c in runs],
+                             "events_per_s": [result.events / w for w in wall]}
     assert result is not None
     rounds = result.events_by_type["baccarat.round.completed"] + result.events_by_type["baccarat.round.voided"]
-    wall = [w for w, _ in runs]
+    for figures in by_workers.values():
+        figures["rounds_per_s"] = [rounds / w for w in figures["seconds"]]
     cli = []
     for _ in range(repeat):
         started = time.perf_counter()
@@ -110,9 +117,8 @@ def offline(path: Path, lines: list[bytes], repeat: int) -> dict[str, Any]:
         cli.append(time.perf_counter() - started)
     return {
         "events": result.events, "rounds": rounds, "alerts": len(result.alerts), "tables": result.tables,
-        "seconds": wall, "cpu_seconds": [c for _, c in runs],
-        "events_per_s": [result.events / w for w in wall], "rounds_per_s": [rounds / w for w in wall],
-        "cli_seconds": cli, "cli_rounds_per_s": [rounds / s for s in cli],
+        "by_workers": by_workers,
+        "cli_workers": DEFAULT_WORKERS, "cli_seconds": cli, "cli_rounds_per_s": [rounds / s for s in cli],
         "alert_ids": sorted({a.data.alert_id for a in result.alerts}),
     }
 
@@ -182,6 +188,7 @@ def main() -> None:
     parser.add_argument("--injections", type=int, default=6, help="irregularities per table and shoe")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--workers", default=f"1,{DEFAULT_WORKERS}", help="offline: the worker counts to time, comma-separated")
     parser.add_argument("--instances", type=int, default=1, help="instances of each consumer service (kafka)")
     parser.add_argument("--skip-kafka", action="store_true")
     parser.add_argument("--skip-offline", action="store_true", help="with --kafka only: still replays once offline for the expected alerts")
@@ -195,13 +202,20 @@ def main() -> None:
     result: dict[str, Any] = {"log": str(path), "lines": len(lines), "bytes": sum(map(len, lines)), "load_average": load_average()}
     if not args.skip_offline:
         result["decode"] = decode_floor(lines, args.repeat)
-    result["offline"] = offline(path, lines, 1 if args.skip_offline else args.repeat)
+    result["offline"] = offline(path, lines, 1 if args.skip_offline else args.repeat,
+                                [int(n) for n in dict.fromkeys(args.workers.split(","))])
     expected = set(result["offline"].pop("alert_ids"))
     if not args.skip_kafka:
         result["kafka"] = through_kafka(path, args.bootstrap, args.redis, expected, result["offline"]["rounds"],
                                         result["offline"]["events"], args.instances)
     result["load_average_end"] = load_average()
     print(json.dumps(result, indent=1))
+    if "decode" in result:
+        floor = max(result["decode"]["codec.decode (typed, validated)"]["events_per_s"])
+        for count, figures in result["offline"]["by_workers"].items():
+            best = max(figures["events_per_s"])
+            print(f"offline replay, {count} worker(s): best {best:,.0f} events/s, {max(figures['rounds_per_s']):,.0f} rounds/s: "
+                  f"{best / floor:.2f} of the typed decode floor's best ({floor:,.0f} events/s)")
     if args.json:
         with args.json.open("a") as out:
             out.write(json.dumps(result) + "\n")
