@@ -21,8 +21,8 @@ import queue
 import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice
 from dataclasses import dataclass, field
+from itertools import islice
 from pathlib import Path
 from typing import IO, Any, Protocol
 
