@@ -199,10 +199,11 @@ class _ProcessShard:
 
     def _get(self) -> Any:
         while True:
+            alive = self.process.is_alive()  # asked first: a worker that had ended had sent all it would
             try:
                 answer = self.outbox.get(timeout=1.0)
             except queue.Empty:
-                if not self.process.is_alive():
+                if not alive:
                     raise RuntimeError(f"replay worker {self.process.pid} died (exit {self.process.exitcode})") from None
                 continue
             if isinstance(answer, BaseException):

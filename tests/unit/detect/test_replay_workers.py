@@ -4,6 +4,8 @@ and ``on_alert`` called in the same interleaving as by one process."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from surveil.anomaly_detection import replay as replay_module
@@ -81,4 +83,14 @@ def test_a_failing_worker_fails_the_replay_with_its_traceback(log: list[bytes], 
 
     monkeypatch.setattr(Shard, "feed", broken)  # before the fork, so the workers have it
     with pytest.raises(RuntimeError, match="(?s)replay worker failed.*a bug in a detector"):
+        replay(iter(log), workers=2)
+
+
+def test_a_worker_that_dies_fails_the_replay(log: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Killed outright (the OOM killer, kill -9) it tells nothing: the replay says it died, and does not wait for ever."""
+    def dies(self: Shard, batch: object) -> list[object]:
+        os._exit(3)
+
+    monkeypatch.setattr(Shard, "feed", dies)
+    with pytest.raises(RuntimeError, match=r"replay worker \d+ died \(exit 3\)"):
         replay(iter(log), workers=2)
