@@ -20,8 +20,8 @@ from . import report
 from .incident import IncidentCollector
 from .replay import replay
 
-# One per core, to four: past that this process, which judges every table's findings in order, is
-# what the others wait for.
+# One per core, to four: every worker reads every line, and this process judges every finding in
+# turn (a sixth of a replay's work), so more workers would add little (not measured past two cores).
 DEFAULT_WORKERS = min(os.cpu_count() or 1, 4)
 
 

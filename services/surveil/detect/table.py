@@ -131,8 +131,8 @@ class TableState(msgspec.Struct):
     shoe_outcome_history: list[list[int]] = []  # Banker/Player/Tie counts of earlier shoes
     drift_tests: int = 0
     # Digests (id_digest) of the ids of the table's last RECENT_IDS events, end to end: a ring once
-    # full, its oldest at recent_next (written over in place: copying 8 KB an event was a sixth of a
-    # replay's time). A window stored oldest first, as before the ring, is a ring at 0.
+    # full, its oldest at recent_next, written over in place rather than the 8 KB copied for every
+    # event. A window stored oldest first, as before the ring, is a ring at 0.
     recent_digests: bytearray = msgspec.field(default_factory=bytearray)
     recent_next: int = 0
 
