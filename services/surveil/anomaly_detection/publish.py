@@ -22,7 +22,7 @@ def publish_log(
     published = 0
     first: float | None = None
     started = time.perf_counter()
-    for event in read_events(lines, bad):
+    for _, event in read_events(enumerate(lines, start=1), bad):
         if speed:
             moment = event.time.timestamp()
             first = moment if first is None else first

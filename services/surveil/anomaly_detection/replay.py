@@ -61,12 +61,13 @@ def open_log(path: Path) -> IO[bytes]:
     return gzip.open(path, "rb") if gzipped else open(path, "rb")
 
 
-def read_events(lines: Iterator[bytes], bad: Callable[[BadLine], None]) -> Iterator[Event]:
-    for number, line in enumerate(lines, start=1):
+def read_events(numbered: Iterable[tuple[int, bytes]], bad: Callable[[BadLine], None]) -> Iterator[tuple[int, Event]]:
+    """The events of numbered lines, with their numbers; blank lines skipped, the others told to ``bad``."""
+    for number, line in numbered:
         if not line.strip():
             continue
         try:
-            yield codec.decode(line)
+            yield number, codec.decode(line)
         except codec.InvalidEventError as error:
             bad(BadLine(number, str(error)))
 
@@ -120,14 +121,10 @@ class Shard:
     def feed(self, batch: Batch) -> list[Found]:
         found, tables, watch, by_class = [], self.floor.tables, self.floor.watch, self.by_class
         first, lines = batch
-        for number, line in enumerate(lines, start=first):
-            if not line.strip() or (self.count > 1 and not self._mine(line)):
-                continue
-            try:
-                event = codec.decode(line)
-            except codec.InvalidEventError as error:
-                self.bad_lines.append(BadLine(number, str(error)))
-                continue
+        numbered: Iterable[tuple[int, bytes]] = enumerate(lines, start=first)
+        if self.count > 1:
+            numbered = ((number, line) for number, line in numbered if self._mine(line))
+        for number, event in read_events(numbered, self.bad_lines.append):
             by_class[type(event)] = by_class.get(type(event), 0) + 1
             if event.topic in WATCHED_TOPICS:
                 table_id = event.subject
@@ -264,13 +261,8 @@ def replay(
             return
         pending = next(found, None)
         first, lines = batch
-        for number, line in enumerate(lines, start=first):
-            if not line.strip():
-                continue
-            try:
-                on_event(codec.decode(line))
-            except codec.InvalidEventError:
-                pass  # its shard reports it
+        for number, event in read_events(enumerate(lines, start=first), lambda bad: None):  # its shard reports bad lines
+            on_event(event)
             if pending is not None and pending[0] == number:
                 emit([pending])
                 pending = next(found, None)
