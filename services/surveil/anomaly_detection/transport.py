@@ -23,10 +23,16 @@ Three faust behaviours lost events across a restart of the worker, or made it re
   changed, and wait for the broker's acknowledgement). As a safety net, once the tables are
   recovered each input partition is read again from the offset after the last one its tables
   applied (the state names it, ``Outbox.applied``), where that is below the committed offset.
+
+A commit is bounded (``App.commit_timeout``): nothing else bounds its waits but faust's 20-minute
+producer request timeout, and a worker whose commit hangs holds its streams back (faust's fetcher
+awaits the commit). Past the bound the worker crashes, as faust does when a send fails, to be
+restarted from its last commit; a slow commit is logged.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
 from typing import Any
@@ -36,6 +42,12 @@ from faust.transport.consumer import ensure_TPset
 from faust.transport.drivers import aiokafka
 from faust.types import TP
 from faust.utils.functional import consecutive_numbers
+
+SLOW_COMMIT_S = 2.0  # a commit takes tens of milliseconds; one this slow is worth a line in the log
+
+
+class CommitStalled(Exception):
+    """A commit waited past ``App.commit_timeout``."""
 
 
 class Consumer(aiokafka.Consumer):
@@ -116,8 +128,24 @@ class Consumer(aiokafka.Consumer):
         # Every value the committed events changed, acknowledged by the broker first: faust's
         # flush before a commit gives up on its buffer after 0.1 s without a send, and a worker
         # killed then resumed from tables older than its committed offsets.
-        await self.app.before_commit(self.assignment())  # type: ignore[attr-defined]
-        return await super()._commit_offsets(offsets, start_new_transaction)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        waiting_for = "the tables' changelog"
+        try:
+            async with asyncio.timeout(self.app.commit_timeout):  # type: ignore[attr-defined]
+                await self.app.before_commit(self.assignment())  # type: ignore[attr-defined]
+                written = loop.time()
+                waiting_for = "the offsets' commit"
+                committed = await super()._commit_offsets(offsets, start_new_transaction)
+        except TimeoutError:
+            await self.crash(CommitStalled(
+                f"a commit waited {loop.time() - started:.1f} s for {waiting_for}: stopping the worker, "
+                "to be restarted from its last commit"))
+            return False
+        if (took := loop.time() - started) > SLOW_COMMIT_S:
+            self.log.warning("a commit of %d partitions took %.1f s: %.1f s for the tables' changelog, %.1f s for the offsets",
+                             len(offsets), took, written - started, took - (written - started))
+        return committed
 
     async def perform_seek(self) -> None:
         await super().perform_seek()  # to the committed offsets
@@ -150,6 +178,8 @@ class App(faust.App):
     before_commit: Callable[[Set[TP]], Awaitable[None]] = staticmethod(_nothing_before_commit)
     #: Per assigned partition, the offset after the last one the recovered tables applied (if known).
     unapplied_offsets: Callable[[Set[TP]], Mapping[TP, int]] = staticmethod(lambda assigned: {})
+    #: Seconds a commit may wait, for ``before_commit`` and the broker, before the worker crashes.
+    commit_timeout: float = 60.0
 
     def _new_transport(self) -> Any:
         return Transport(self.conf.broker_consumer, self)
