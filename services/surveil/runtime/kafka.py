@@ -126,6 +126,10 @@ def _decode(raw: bytes | None, topic: str | None = None) -> Event | codec.Invali
     return event
 
 
+class TransactionLost(KafkaError):
+    """A transaction the producer said it committed, which the broker aborted."""
+
+
 class KafkaRunner:
     """Runs one processor as a member of its consumer group until ``stop`` is set (or SIGTERM)."""
 
@@ -288,19 +292,27 @@ class KafkaRunner:
         """Publish ``outputs`` and commit ``offsets`` (last applied) in one transaction; retry
         until the broker takes it: the state is already in Redis, so giving up would lose events."""
         delay = 0.5
+        manager = self.producer._transaction_manager  # kafka-python tells fatal errors and epochs only there
         while True:
             try:
+                epoch = manager.producer_id_and_epoch
                 self.producer.begin_transaction()
-                for topic, key, value in outputs:
-                    self.producer.send(topic, key=key, value=value, partition=self._partition(topic, key))
+                sent = [self.producer.send(topic, key=key, value=value, partition=self._partition(topic, key))
+                        for topic, key, value in outputs]
                 self.producer.send_offsets_to_transaction(
                     {tp: OffsetAndMetadata(offset + 1, "", -1) for tp, offset in offsets.items()},
                     self.consumer.group_metadata(),
                 )
                 self.producer.commit_transaction()
+                # kafka-python bumps the producer's epoch after a send fails (the broker killed
+                # mid-transaction), which makes the broker abort the open transaction; it then
+                # reports that transaction's commit as done. Its outputs were never written.
+                failed = sum(future.failed() for future in sent)
+                if manager.producer_id_and_epoch != epoch or failed:
+                    raise TransactionLost(f"its commit returned, but the broker aborted it: producer epoch {epoch.epoch} "
+                                          f"-> {manager.producer_id_and_epoch.epoch}, {failed} of {len(sent)} sends failed")
                 break
             except Exception as error:
-                manager = self.producer._transaction_manager  # kafka-python tells fatal errors only there
                 if manager is not None and manager.has_fatal_error():
                     # Fenced: the broker bumped this transactional id's epoch (it aborted the
                     # transaction, e.g. after restarting in the middle of it). This producer can do

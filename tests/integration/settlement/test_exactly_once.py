@@ -1,8 +1,9 @@
 """The Kafka runner's exactly-once recovery, crash by crash: the settlement runner stops dead at
 the two moments that matter (after the batch is in Redis, before its Kafka transaction; and
 inside the transaction, before its commit), and a new runner with the same instance id publishes
-the batch exactly once from the Redis outbox and carries on. And a zombie, whose partitions
-another member moved on, writes nothing."""
+the batch exactly once from the Redis outbox and carries on. A transaction the broker aborted
+under a commit that returned (kafka-python's epoch bump) is published again. And a zombie, whose
+partitions another member moved on, writes nothing."""
 
 from __future__ import annotations
 
@@ -75,6 +76,41 @@ def test_a_batch_cut_short_by_a_crash_is_published_once_by_the_next_runner(deplo
     finally:
         second.stop.set()
         thread.join(60)
+    assert deployment.dump() == dump_memory(offline_settlement(events).ledger.backend)  # type: ignore[arg-type]
+    assert_published_once_each(deployment, settlement_events(events))
+
+
+def test_a_transaction_aborted_under_a_commit_that_returned_is_published_again(deployment: Deployment) -> None:
+    """kafka-python bumps its producer's epoch after a send fails (the broker killed in the middle
+    of a transaction); the broker aborts the open transaction for it, and the commit that follows
+    returns as if it had committed. Here the bump comes as the commit begins, as a failed send's
+    would: kafka-python's commit_transaction, with the bump between its first step and the next."""
+    events = simulated_floor(tables=2, shoes=1, seed=15)
+    deployment.publish(table_events(events))
+    run = runner(deployment)
+    commit, bumped = run.producer.commit_transaction, []
+
+    def commit_with_a_bump_under_it() -> None:
+        if bumped:
+            return commit()
+        run.producer.flush()  # the outputs are in the broker's log, in the open transaction
+        manager = run.producer._transaction_manager
+        with manager._lock:  # before the sender can send the EndTxn
+            result = manager.begin_commit()
+            manager.bump_producer_id_and_epoch()
+        run.producer._sender.wakeup()
+        result.wait()
+        bumped.append(manager.producer_id_and_epoch.epoch)
+
+    run.producer.commit_transaction = commit_with_a_bump_under_it  # type: ignore[method-assign]
+    thread = threading.Thread(target=run.run)
+    thread.start()
+    try:
+        deployment.wait_until_settled()
+    finally:
+        run.stop.set()
+        thread.join(60)
+    assert bumped == [1], "the epoch was bumped once, from 0"
     assert deployment.dump() == dump_memory(offline_settlement(events).ledger.backend)  # type: ignore[arg-type]
     assert_published_once_each(deployment, settlement_events(events))
 
