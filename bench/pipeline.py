@@ -5,8 +5,9 @@ simulator playing live into them. Three measurements:
 - ``live``: N tables at real pace (a round per ~50 s a table). The simulated floor's clock is set
   to the wall clock (its START moved to the moment play begins), so every event's time is when it
   happened, and the services' own histograms (``surveil_detection_latency_seconds``: event time to
-  processed by the detectors; ``surveil_alert_latency_seconds``: revealing event to alert
-  published) measure real latency. Every table does ``--injections`` irregularities (codes the
+  processed by the detectors, and of that, ``surveil_detection_queue_latency_seconds``: from the
+  publisher's send; ``surveil_alert_latency_seconds``: revealing event to alert published)
+  measure real latency. Every table does ``--injections`` irregularities (codes the
   table side can cause, one after the other in its rounds), and the bench times each alert from
   the revealing event's time (a card read, a round's end: when the simulator was due to send it)
   to the alert's arrival on ``baccarat.alerts``. The consumer lag of the three groups is read every
@@ -575,7 +576,8 @@ def live(bootstrap: str, redis_url: str, tables: int, seconds: float, instances:
         offsets.start()
         time.sleep(max(start + WARMUP_SECONDS - time.time(), 0))
         pipeline.check_alive()
-        before = {metric: pipeline.histogram(metric) for metric in ("surveil_detection_latency_seconds", "surveil_alert_latency_seconds")}
+        before = {metric: pipeline.histogram(metric) for metric in (
+            "surveil_detection_latency_seconds", "surveil_detection_queue_latency_seconds", "surveil_alert_latency_seconds")}
         cpu_before, sim_cpu_before, bench_cpu_before = pipeline.cpu_seconds(), proc_cpu_seconds(simulator.pid), time.process_time()
         window_start = time.time()
         loads = [load_average()]
@@ -613,6 +615,7 @@ def live(bootstrap: str, redis_url: str, tables: int, seconds: float, instances:
     found = {(a.subject, a.data.rule) for _, a in alerts.arrivals}
     missed = [label for label in played["labels"] if (label[0], label[1]) not in found]
     detection = histogram_delta(after["surveil_detection_latency_seconds"], before["surveil_detection_latency_seconds"])
+    queued = histogram_delta(after["surveil_detection_queue_latency_seconds"], before["surveil_detection_queue_latency_seconds"])
     alert_hist = histogram_delta(after["surveil_alert_latency_seconds"], before["surveil_alert_latency_seconds"])
     cpu = {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / span for name in cpu_after}
     cpu["simulator"] = (sim_cpu_after - sim_cpu_before) / span
@@ -627,6 +630,8 @@ def live(bootstrap: str, redis_url: str, tables: int, seconds: float, instances:
         "drain_seconds": drained_at - window_end if drained_at else None,
         "detection_latency": {"events": detection.get(math.inf, 0), "p50": histogram_quantile(detection, 0.5),
                               "p99": histogram_quantile(detection, 0.99), "within_100ms": share_within(detection, 0.1)},
+        "detection_since_published": {"p50": histogram_quantile(queued, 0.5), "p99": histogram_quantile(queued, 0.99),
+                                      "within_100ms": share_within(queued, 0.1)},
         "alert_latency_service": {"alerts": alert_hist.get(math.inf, 0), "p50": histogram_quantile(alert_hist, 0.5),
                                   "p99": histogram_quantile(alert_hist, 0.99), "within_100ms": share_within(alert_hist, 0.1)},
         "alert_latency_end_to_end": {

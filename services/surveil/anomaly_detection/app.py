@@ -219,7 +219,9 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
                 outputs += [Output(source, "facts", fact.key.encode(), _encode(fact)) for fact in facts]
                 metrics.ROUNDS_CHECKED.inc(table_watch.rounds_checked)
                 metrics.table_event(decoded, watched.state)
-                metrics.EVENT_LATENCY.observe(max(time.time() - decoded.time.timestamp(), 0.0))
+                now = time.time()
+                metrics.EVENT_LATENCY.observe(max(now - decoded.time.timestamp(), 0.0))
+                metrics.QUEUE_LATENCY.observe(max(now - message.timestamp, 0.0))
             watched.outbox.record(topic, message.offset, outputs)
         await _publish(outputs)
         yield None

@@ -11,7 +11,7 @@ from ..events import models as m
 from ..runtime.metrics import DEAD_LETTERS
 
 __all__ = [
-    "ALERTS", "ALERT_LATENCY", "DEAD_LETTERS", "EVENT_LATENCY", "PATRON_ALERTS", "ROUNDS_CHECKED", "ROUND_OUTCOMES",
+    "ALERTS", "ALERT_LATENCY", "DEAD_LETTERS", "EVENT_LATENCY", "PATRON_ALERTS", "QUEUE_LATENCY", "ROUNDS_CHECKED", "ROUND_OUTCOMES",
     "TABLE_ALERTS", "TABLE_LAST_EVENT", "TABLE_SHOE_IN_PLAY", "alert_raised", "table_event",
 ]
 
@@ -45,6 +45,12 @@ ALERT_LATENCY = Histogram(
 EVENT_LATENCY = Histogram(
     "surveil_detection_latency_seconds",
     "From an event's time at the table to the detectors having processed it.",
+    buckets=LATENCY_BUCKETS,
+)
+QUEUE_LATENCY = Histogram(
+    "surveil_detection_queue_latency_seconds",
+    "From an event's Kafka record timestamp (its publisher's send) to the detectors having processed it: "
+    "the broker's and the detectors' share of surveil_detection_latency_seconds.",
     buckets=LATENCY_BUCKETS,
 )
 

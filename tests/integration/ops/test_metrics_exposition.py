@@ -231,6 +231,15 @@ def test_anomaly_detection_exports_each_tables_rounds_last_event_and_shoe(deploy
     assert len(alerts) >= 28 and alerts["CARD_MISMATCH"] >= 1
 
 
+def test_anomaly_detection_times_every_event_from_its_publishing(deployment: Deployment) -> None:
+    exported = {n: v for n, _, v in samples(deployment.metrics("anomaly-detection"))}
+    events = exported["surveil_detection_latency_seconds_count"]
+    assert events > 1000  # two shoes' events
+    assert exported["surveil_detection_queue_latency_seconds_count"] == events
+    # Seconds (not milliseconds) from the record's timestamp, and none of them ahead of its send.
+    assert 0 < exported["surveil_detection_queue_latency_seconds_sum"] / events < 60
+
+
 def test_the_lag_exporter_sees_every_group_caught_up(deployment: Deployment) -> None:
     lag = [(labels, v) for n, labels, v in samples(deployment.metrics("lag-exporter")) if n == "surveil_consumer_lag_messages"]
     assert {labels["group"] for labels, _ in lag} == {"table-controller", "settlement", "anomaly-detection"}
