@@ -313,7 +313,7 @@ class KafkaRunner:
                                           f"-> {manager.producer_id_and_epoch.epoch}, {failed} of {len(sent)} sends failed")
                 break
             except Exception as error:
-                if manager is not None and manager.has_fatal_error():
+                if manager.has_fatal_error():
                     # Fenced: the broker bumped this transactional id's epoch (it aborted the
                     # transaction, e.g. after restarting in the middle of it). This producer can do
                     # nothing more; stop, and a restart recovers the batch from Redis and publishes it.
