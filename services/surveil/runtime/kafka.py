@@ -306,7 +306,8 @@ class KafkaRunner:
                 self.producer.commit_transaction()
                 # kafka-python bumps the producer's epoch after a send fails (the broker killed
                 # mid-transaction), which makes the broker abort the open transaction; it then
-                # reports that transaction's commit as done. Its outputs were never written.
+                # reports that transaction's commit as done. Its outputs were never written. (Its
+                # EndTxn goes up to v3, before transactions v2: an epoch moves only in such a bump.)
                 failed = sum(future.failed() for future in sent)
                 if manager.producer_id_and_epoch != epoch or failed:
                     raise TransactionLost(f"its commit returned, but the broker aborted it: producer epoch {epoch.epoch} "
