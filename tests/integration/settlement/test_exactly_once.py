@@ -22,6 +22,7 @@ from integration.deployment import (
     simulated_floor,
     table_events,
 )
+from surveil.events import models as m
 from surveil.runtime.config import Settings
 from surveil.runtime.kafka import KafkaRunner
 from surveil.runtime.state import StaleProgress
@@ -55,6 +56,19 @@ def crash_before_the_kafka_commit(run: KafkaRunner) -> None:
     run.producer.commit_transaction = die  # type: ignore[method-assign]
 
 
+def settles_as_offline(deployment: Deployment, run: KafkaRunner, events: list[m.Event]) -> None:
+    """``run`` until the floor is settled: the ledger is the offline run's, each settlement published once."""
+    thread = threading.Thread(target=run.run)
+    thread.start()
+    try:
+        deployment.wait_until_settled()
+    finally:
+        run.stop.set()
+        thread.join(60)
+    assert deployment.dump() == dump_memory(offline_settlement(events).ledger.backend)  # type: ignore[arg-type]
+    assert_published_once_each(deployment, settlement_events(events))
+
+
 @pytest.mark.parametrize("crash", [crash_after_redis, crash_before_the_kafka_commit])
 def test_a_batch_cut_short_by_a_crash_is_published_once_by_the_next_runner(deployment: Deployment, crash: Callable[[KafkaRunner], None]) -> None:
     events = simulated_floor(tables=2, shoes=1, seed=15)
@@ -68,16 +82,7 @@ def test_a_batch_cut_short_by_a_crash_is_published_once_by_the_next_runner(deplo
     assert applied, "the batch reached Redis before the crash"
     assert deployment.committed_offsets() == {}, "and Kafka never committed it"
 
-    second = runner(deployment)
-    thread = threading.Thread(target=second.run)
-    thread.start()
-    try:
-        deployment.wait_until_settled()
-    finally:
-        second.stop.set()
-        thread.join(60)
-    assert deployment.dump() == dump_memory(offline_settlement(events).ledger.backend)  # type: ignore[arg-type]
-    assert_published_once_each(deployment, settlement_events(events))
+    settles_as_offline(deployment, runner(deployment), events)
 
 
 def test_a_transaction_aborted_under_a_commit_that_returned_is_published_again(deployment: Deployment) -> None:
@@ -103,16 +108,8 @@ def test_a_transaction_aborted_under_a_commit_that_returned_is_published_again(d
         bumped.append(manager.producer_id_and_epoch.epoch)
 
     run.producer.commit_transaction = commit_with_a_bump_under_it  # type: ignore[method-assign]
-    thread = threading.Thread(target=run.run)
-    thread.start()
-    try:
-        deployment.wait_until_settled()
-    finally:
-        run.stop.set()
-        thread.join(60)
+    settles_as_offline(deployment, run, events)
     assert bumped == [1], "the epoch was bumped once, from 0"
-    assert deployment.dump() == dump_memory(offline_settlement(events).ledger.backend)  # type: ignore[arg-type]
-    assert_published_once_each(deployment, settlement_events(events))
 
 
 def test_a_runner_whose_partitions_another_instance_moved_on_stops_without_writing(deployment: Deployment) -> None:
