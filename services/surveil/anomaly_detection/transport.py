@@ -179,7 +179,7 @@ class App(faust.App):
     #: Per assigned partition, the offset after the last one the recovered tables applied (if known).
     unapplied_offsets: Callable[[Set[TP]], Mapping[TP, int]] = staticmethod(lambda assigned: {})
     #: Seconds a commit may wait, for ``before_commit`` and the broker, before the worker crashes.
-    commit_timeout: float = 60.0
+    commit_timeout: float = 300.0
 
     def _new_transport(self) -> Any:
         return Transport(self.conf.broker_consumer, self)
