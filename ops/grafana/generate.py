@@ -384,11 +384,12 @@ def patron_view() -> Json:
 
 
 def pipeline_health() -> Json:
+    def quantile_queries(metric: str, level: str = "job", legend: str = "") -> list[Query]:
+        by = f" {{{{{level}}}}}" if level == "service" else ""
+        return [Query(f"{level}:{metric}:{q}_5m", f"{q}{by}{legend}") for q in ("p50", "p99")]
+
     def quantiles(title: str, description: str, metric: str, level: str = "job") -> Panel:
-        return timeseries(title, description,
-                          Query(f"{level}:{metric}:p50_5m", f"p50 {{{{{level}}}}}" if level == "service" else "p50"),
-                          Query(f"{level}:{metric}:p99_5m", f"p99 {{{{{level}}}}}" if level == "service" else "p99"),
-                          unit="s", width=6)
+        return timeseries(title, description, *quantile_queries(metric, level), unit="s", width=6)
 
     panels = [
         row("Services"),
@@ -420,10 +421,8 @@ def pipeline_health() -> Json:
         row("Latency"),
         timeseries("Detection latency", "From an event's time at the table to the detectors having processed it, and of that, from its "
                    "publisher's send (the broker's and the detectors' share; the rest is upstream): p50 and p99 over 5 minutes.",
-                   Query("job:surveil_detection_latency_seconds:p50_5m", "p50"),
-                   Query("job:surveil_detection_latency_seconds:p99_5m", "p99"),
-                   Query("job:surveil_detection_queue_latency_seconds:p50_5m", "p50 since published"),
-                   Query("job:surveil_detection_queue_latency_seconds:p99_5m", "p99 since published"), unit="s", width=6),
+                   *quantile_queries("surveil_detection_latency_seconds"),
+                   *quantile_queries("surveil_detection_queue_latency_seconds", legend=" since published"), unit="s", width=6),
         quantiles("Alert latency", "From the table event that revealed a finding to its alert being published: p50 and p99 over 5 minutes.",
                   "surveil_alert_latency_seconds"),
         quantiles("Settlement lag", "From a round's completion at the table to its settlement: p50 and p99 over 5 minutes.",
