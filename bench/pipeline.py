@@ -313,6 +313,11 @@ def share_within(buckets: Mapping[float, float], bound: float) -> float:
     return buckets.get(bound, math.nan) / total if total else math.nan
 
 
+def latency_summary(buckets: Mapping[float, float]) -> dict[str, float]:
+    """A latency histogram's p50, p99 and share within 100 ms."""
+    return {"p50": histogram_quantile(buckets, 0.5), "p99": histogram_quantile(buckets, 0.99), "within_100ms": share_within(buckets, 0.1)}
+
+
 # ---- watching the broker ------------------------------------------------------------------------
 
 
@@ -614,9 +619,8 @@ def live(bootstrap: str, redis_url: str, tables: int, seconds: float, instances:
     second_half = [arrived - a.time.timestamp() for arrived, a in alerts.arrivals if window_start + span / 2 <= a.time.timestamp() <= window_end]
     found = {(a.subject, a.data.rule) for _, a in alerts.arrivals}
     missed = [label for label in played["labels"] if (label[0], label[1]) not in found]
-    detection = histogram_delta(after["surveil_detection_latency_seconds"], before["surveil_detection_latency_seconds"])
-    queued = histogram_delta(after["surveil_detection_queue_latency_seconds"], before["surveil_detection_queue_latency_seconds"])
-    alert_hist = histogram_delta(after["surveil_alert_latency_seconds"], before["surveil_alert_latency_seconds"])
+    measured = {metric: histogram_delta(after[metric], before[metric]) for metric in before}
+    detection, alert_hist = measured["surveil_detection_latency_seconds"], measured["surveil_alert_latency_seconds"]
     cpu = {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / span for name in cpu_after}
     cpu["simulator"] = (sim_cpu_after - sim_cpu_before) / span
     cpu["bench (alerts, offsets)"] = bench_cpu / span
@@ -628,12 +632,9 @@ def live(bootstrap: str, redis_url: str, tables: int, seconds: float, instances:
         "produced_per_s": produced, "consumed_per_s": consumed,
         "lag": trends, "sustained": sustained,
         "drain_seconds": drained_at - window_end if drained_at else None,
-        "detection_latency": {"events": detection.get(math.inf, 0), "p50": histogram_quantile(detection, 0.5),
-                              "p99": histogram_quantile(detection, 0.99), "within_100ms": share_within(detection, 0.1)},
-        "detection_since_published": {"p50": histogram_quantile(queued, 0.5), "p99": histogram_quantile(queued, 0.99),
-                                      "within_100ms": share_within(queued, 0.1)},
-        "alert_latency_service": {"alerts": alert_hist.get(math.inf, 0), "p50": histogram_quantile(alert_hist, 0.5),
-                                  "p99": histogram_quantile(alert_hist, 0.99), "within_100ms": share_within(alert_hist, 0.1)},
+        "detection_latency": {"events": detection.get(math.inf, 0), **latency_summary(detection)},
+        "detection_since_published": latency_summary(measured["surveil_detection_queue_latency_seconds"]),
+        "alert_latency_service": {"alerts": alert_hist.get(math.inf, 0), **latency_summary(alert_hist)},
         "alert_latency_end_to_end": {
             "alerts": len(everything), "p50": percentile(everything, 0.5), "p99": percentile(everything, 0.99),
             "max": max(everything, default=math.nan),
