@@ -325,9 +325,7 @@ def _set(table: Any, key: bytes, value: bytes, partitions: set[int], changelog: 
 
 
 app.before_commit = _write_changed
-# Longer than a broker's restart (100 s seen after a kill -9 on a busy two-core machine): a commit
-# waiting this long is a wedged client, not a broker away.
-app.commit_timeout = float(os.environ.get("COMMIT_TIMEOUT_S", "300"))
+app.commit_timeout = float(os.environ.get("COMMIT_TIMEOUT_S", app.commit_timeout))
 
 
 async def _refused_device_message(raw: bytes, source: str) -> None:
