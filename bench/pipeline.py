@@ -7,7 +7,8 @@ simulator playing live into them. Three measurements:
   happened, and the services' own histograms (``surveil_detection_latency_seconds``: event time to
   processed by the detectors, and of that, ``surveil_detection_queue_latency_seconds``: from the
   publisher's send; ``surveil_alert_latency_seconds``: revealing event to alert published)
-  measure real latency. Every table does ``--injections`` irregularities (codes the
+  measure real latency, over all topics and by the topic the event came from (``baccarat.shoe``:
+  from the card read). Every table does ``--injections`` irregularities (codes the
   table side can cause, one after the other in its rounds), and the bench times each alert from
   the revealing event's time (a card read, a round's end: when the simulator was due to send it)
   to the alert's arrival on ``baccarat.alerts``. The consumer lag of the three groups is read every
@@ -39,7 +40,6 @@ import json
 import math
 import multiprocessing
 import os
-import re
 import socket
 import statistics
 import subprocess
@@ -58,6 +58,7 @@ from typing import Any
 
 import redis
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from surveil.core.findings import AlertCode
 from surveil.events import codec
@@ -272,14 +273,15 @@ class Pipeline:
             text: str = response.read().decode()
             return text
 
-    def histogram(self, metric: str) -> dict[float, float]:
-        """``metric``'s cumulative bucket counts, summed over the anomaly-detection instances."""
-        total: dict[float, float] = defaultdict(float)
-        pattern = re.compile(rf'^{metric}_bucket\{{le="([^"]+)"\}} (\S+)$', re.M)
+    def histogram(self, metric: str) -> dict[str, dict[float, float]]:
+        """``metric``'s cumulative bucket counts by topic, summed over the anomaly-detection instances."""
+        total: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
         for name in self.instance_names("anomaly-detection"):
-            for le, count in pattern.findall(self.metrics_text(name)):
-                total[math.inf if le == "+Inf" else float(le)] += float(count)
-        return dict(total)
+            for family in text_string_to_metric_families(self.metrics_text(name)):
+                for sample in family.samples:
+                    if sample.name == f"{metric}_bucket":
+                        total[sample.labels["topic"]][float(sample.labels["le"])] += sample.value
+        return {topic: dict(buckets) for topic, buckets in total.items()}
 
     def settings(self, principal: str) -> Settings:
         assert self.access is not None
@@ -287,8 +289,9 @@ class Pipeline:
         return self.access.settings(settings, principal)  # type: ignore[no-any-return]
 
 
-def histogram_delta(after: Mapping[float, float], before: Mapping[float, float]) -> dict[float, float]:
-    return {le: after[le] - before.get(le, 0.0) for le in after}
+def histogram_delta(after: Mapping[str, Mapping[float, float]], before: Mapping[str, Mapping[float, float]]) -> dict[str, dict[float, float]]:
+    """What each topic's buckets gained from ``before`` to ``after``."""
+    return {topic: {le: count - before.get(topic, {}).get(le, 0.0) for le, count in buckets.items()} for topic, buckets in after.items()}
 
 
 def histogram_quantile(buckets: Mapping[float, float], share: float) -> float:
@@ -313,9 +316,17 @@ def share_within(buckets: Mapping[float, float], bound: float) -> float:
     return buckets.get(bound, math.nan) / total if total else math.nan
 
 
-def latency_summary(buckets: Mapping[float, float]) -> dict[str, float]:
-    """A latency histogram's p50, p99 and share within 100 ms."""
-    return {"p50": histogram_quantile(buckets, 0.5), "p99": histogram_quantile(buckets, 0.99), "within_100ms": share_within(buckets, 0.1)}
+def latency_summary(by_topic: Mapping[str, Mapping[float, float]]) -> dict[str, Any]:
+    """A latency histogram's count, p50, p99 and share within 100 ms: over all topics, and by topic."""
+    def summary(buckets: Mapping[float, float]) -> dict[str, float]:
+        return {"count": buckets.get(math.inf, 0.0), "p50": histogram_quantile(buckets, 0.5), "p99": histogram_quantile(buckets, 0.99),
+                "within_100ms": share_within(buckets, 0.1)}
+
+    overall: dict[float, float] = defaultdict(float)
+    for buckets in by_topic.values():
+        for le, count in buckets.items():
+            overall[le] += count
+    return {**summary(overall), "by_topic": {topic: summary(buckets) for topic, buckets in sorted(by_topic.items())}}
 
 
 # ---- watching the broker ------------------------------------------------------------------------
@@ -620,7 +631,6 @@ def live(bootstrap: str, redis_url: str, tables: int, seconds: float, instances:
     found = {(a.subject, a.data.rule) for _, a in alerts.arrivals}
     missed = [label for label in played["labels"] if (label[0], label[1]) not in found]
     measured = {metric: histogram_delta(after[metric], before[metric]) for metric in before}
-    detection, alert_hist = measured["surveil_detection_latency_seconds"], measured["surveil_alert_latency_seconds"]
     cpu = {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / span for name in cpu_after}
     cpu["simulator"] = (sim_cpu_after - sim_cpu_before) / span
     cpu["bench (alerts, offsets)"] = bench_cpu / span
@@ -632,9 +642,9 @@ def live(bootstrap: str, redis_url: str, tables: int, seconds: float, instances:
         "produced_per_s": produced, "consumed_per_s": consumed,
         "lag": trends, "sustained": sustained,
         "drain_seconds": drained_at - window_end if drained_at else None,
-        "detection_latency": {"events": detection.get(math.inf, 0), **latency_summary(detection)},
+        "detection_latency": latency_summary(measured["surveil_detection_latency_seconds"]),
         "detection_since_published": latency_summary(measured["surveil_detection_queue_latency_seconds"]),
-        "alert_latency_service": {"alerts": alert_hist.get(math.inf, 0), **latency_summary(alert_hist)},
+        "alert_latency_service": latency_summary(measured["surveil_alert_latency_seconds"]),
         "alert_latency_end_to_end": {
             "alerts": len(everything), "p50": percentile(everything, 0.5), "p99": percentile(everything, 0.99),
             "max": max(everything, default=math.nan),

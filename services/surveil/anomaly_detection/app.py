@@ -166,14 +166,14 @@ _encode = msgspec.msgpack.Encoder().encode
 
 def _alert_outputs(source: str, alerts: list[AlertRaised], watched: Watched) -> list[Output]:
     """The table's alerts, linked into its chain, as outputs."""
-    outputs = []
+    outputs, topic = [], source.rpartition(":")[0]
     for alert in alerts:
         linked = chained(alert, watched.chain)
         assert linked.data.chain is not None
         watched.chain = linked.data.chain
         outputs.append(Output(source, ALERTS_TOPIC, alert.subject.encode(), codec.encode(linked)))
         metrics.alert_raised(alert)
-        metrics.ALERT_LATENCY.observe(max(time.time() - alert.time.timestamp(), 0.0))
+        metrics.ALERT_LATENCY.labels(topic).observe(max(time.time() - alert.time.timestamp(), 0.0))
     return outputs
 
 
@@ -220,8 +220,8 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
                 metrics.ROUNDS_CHECKED.inc(table_watch.rounds_checked)
                 metrics.table_event(decoded, watched.state)
                 now = time.time()
-                metrics.EVENT_LATENCY.observe(max(now - decoded.time.timestamp(), 0.0))
-                metrics.QUEUE_LATENCY.observe(max(now - message.timestamp, 0.0))
+                metrics.EVENT_LATENCY.labels(topic).observe(max(now - decoded.time.timestamp(), 0.0))
+                metrics.QUEUE_LATENCY.labels(topic).observe(max(now - message.timestamp, 0.0))
             watched.outbox.record(topic, message.offset, outputs)
         await _publish(outputs)
         yield None

@@ -37,20 +37,25 @@ def alert_raised(alert: m.AlertRaised) -> None:
         PATRON_ALERTS.labels(d.patron_id, d.rule).inc()
 
 
+# By the topic the detectors read the event from: a card read (baccarat.shoe) comes one hop from
+# its shoe, a settlement (baccarat.settlement) two, with a round's time; one figure would mix them.
 ALERT_LATENCY = Histogram(
     "surveil_alert_latency_seconds",
-    "From the table event that revealed a finding (a card read, a round's end) to its alert being published.",
+    "From the event that revealed a finding (a card read, a round's end) to its alert being published, by the topic that event came from.",
+    ["topic"],
     buckets=LATENCY_BUCKETS,
 )
 EVENT_LATENCY = Histogram(
     "surveil_detection_latency_seconds",
-    "From an event's time at the table to the detectors having processed it.",
+    "From an event's time at the table to the detectors having processed it, by topic.",
+    ["topic"],
     buckets=LATENCY_BUCKETS,
 )
 QUEUE_LATENCY = Histogram(
     "surveil_detection_queue_latency_seconds",
-    "From an event's Kafka record timestamp (its publisher's send) to the detectors having processed it: "
+    "From an event's Kafka record timestamp (its publisher's send) to the detectors having processed it, by topic: "
     "the broker's and the detectors' share of surveil_detection_latency_seconds.",
+    ["topic"],
     buckets=LATENCY_BUCKETS,
 )
 

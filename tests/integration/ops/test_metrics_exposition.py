@@ -18,6 +18,7 @@ import subprocess
 import time
 import urllib.request
 import uuid
+from collections import defaultdict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -231,13 +232,20 @@ def test_anomaly_detection_exports_each_tables_rounds_last_event_and_shoe(deploy
     assert len(alerts) >= 28 and alerts["CARD_MISMATCH"] >= 1
 
 
-def test_anomaly_detection_times_every_event_from_its_publishing(deployment: Deployment) -> None:
-    exported = {n: v for n, _, v in samples(deployment.metrics("anomaly-detection"))}
-    events = exported["surveil_detection_latency_seconds_count"]
-    assert events > 1000  # two shoes' events
-    assert exported["surveil_detection_queue_latency_seconds_count"] == events
+def test_anomaly_detection_times_every_event_from_its_publishing_by_topic(deployment: Deployment) -> None:
+    by_topic: dict[str, dict[str, float]] = defaultdict(dict)
+    for name, labels, value in samples(deployment.metrics("anomaly-detection")):
+        if name.endswith(("_count", "_sum")) and "latency" in name:
+            by_topic[name][labels["topic"]] = value
+    events = by_topic["surveil_detection_latency_seconds_count"]
+    assert set(events) == {"baccarat.shoe", "baccarat.table", "baccarat.settlement"}
+    assert events["baccarat.shoe"] > 400 and events["baccarat.table"] > 400  # two shoes' cards, their rounds
+    assert by_topic["surveil_detection_queue_latency_seconds_count"] == events
     # Seconds (not milliseconds) from the record's timestamp, and none of them ahead of its send.
-    assert 0 < exported["surveil_detection_queue_latency_seconds_sum"] / events < 60
+    assert 0 < sum(by_topic["surveil_detection_queue_latency_seconds_sum"].values()) / sum(events.values()) < 60
+    # The injected card mismatch's alert, timed from the event that revealed it, under that event's topic.
+    alerts = by_topic["surveil_alert_latency_seconds_count"]
+    assert set(alerts) <= set(events) and sum(alerts.values()) >= 1
 
 
 def test_the_lag_exporter_sees_every_group_caught_up(deployment: Deployment) -> None:
