@@ -6,9 +6,10 @@ number and skipped; events of other topics (the table inputs, alerts) are passed
 
 Tables are independent until their findings meet the cross-table charts (patrons and dealers
 move between tables), so a replay splits like the live service does: each table's watch runs in
-one of ``workers`` processes (a ``Shard``), and this process puts their findings back in the
-log's order and judges them (``Floor.judge``). Any number of workers raises the same alerts, in
-the same order, with the same chain.
+one of ``workers`` processes (a ``Shard``). This process deals each line to its table's shard
+(``Router``), then puts their findings back in the log's order and judges them
+(``Floor.judge``). Any number of workers raises the same alerts, in the same order, with the same
+chain.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from __future__ import annotations
 import gzip
 import heapq
 import multiprocessing
-import pickle
 import queue
 import traceback
 from collections import Counter, deque
@@ -74,6 +74,7 @@ def read_events(numbered: Iterable[tuple[int, bytes]], bad: Callable[[BadLine], 
 
 Found = tuple[int, list[Raised], list[Fact]]  # what a table made of a line: raised findings, facts for the charts
 Batch = tuple[int, list[bytes]]  # lines, and the number of the first
+Numbered = list[tuple[int, bytes]]  # lines with their numbers: a shard's share of a batch
 
 
 @dataclass
@@ -91,39 +92,48 @@ class _Envelope(msgspec.Struct):
     subject: str = ""  # the table: all routing needs; the rest of the line is skipped unchecked
 
 
-class Shard:
-    """The watches of one share of the tables: every line in, what its tables found out.
+class Router:
+    """Deals the tables among ``count`` shards, in turn as each first appears, and each line to
+    its table's shard: a shard reads only its own lines. A line with no table to go by goes to the first."""
 
-    Shard ``index`` of ``count`` takes the tables dealt to it: in turn, as each first appears, so
-    every shard deals alike without being told. A line with no table to go by goes to the first."""
-
-    def __init__(self, profile: str | None, index: int = 0, count: int = 1) -> None:
-        self.floor = Floor(profile_override=profile)  # for its table watches; this shard judges nothing
-        self.index, self.count = index, count
+    def __init__(self, count: int) -> None:
+        self.count = count
         self.owners: dict[str, int] = {}
         self.envelope = msgspec.json.Decoder(_Envelope)
+
+    def owner(self, line: bytes) -> int:
+        try:
+            table_id = self.envelope.decode(line).subject
+        except (msgspec.ValidationError, msgspec.DecodeError):
+            return 0
+        if not table_id:
+            return 0
+        owner = self.owners.get(table_id)
+        if owner is None:
+            owner = self.owners[table_id] = len(self.owners) % self.count
+        return owner
+
+    def route(self, batch: Batch) -> list[Numbered]:
+        first, lines = batch
+        if self.count == 1:
+            return [list(enumerate(lines, start=first))]
+        shares: list[Numbered] = [[] for _ in range(self.count)]
+        for number, line in enumerate(lines, start=first):
+            shares[self.owner(line)].append((number, line))
+        return shares
+
+
+class Shard:
+    """The watches of one share of the tables: numbered lines in, what their tables found out."""
+
+    def __init__(self, profile: str | None) -> None:
+        self.floor = Floor(profile_override=profile)  # for its table watches; this shard judges nothing
         self.first_lines: dict[str, int] = {}
         self.bad_lines: list[BadLine] = []
         self.by_class: dict[type[Event], int] = {}  # counted by class, named at the end: cheaper per event
 
-    def _mine(self, line: bytes) -> bool:
-        try:
-            table_id = self.envelope.decode(line).subject
-        except (msgspec.ValidationError, msgspec.DecodeError):
-            return self.index == 0
-        if not table_id:
-            return self.index == 0
-        owner = self.owners.get(table_id)
-        if owner is None:
-            owner = self.owners[table_id] = len(self.owners) % self.count
-        return owner == self.index
-
-    def feed(self, batch: Batch) -> list[Found]:
+    def feed(self, numbered: Iterable[tuple[int, bytes]]) -> list[Found]:
         found, tables, watch, by_class = [], self.floor.tables, self.floor.watch, self.by_class
-        first, lines = batch
-        numbered: Iterable[tuple[int, bytes]] = enumerate(lines, start=first)
-        if self.count > 1:
-            numbered = ((number, line) for number, line in numbered if self._mine(line))
         for number, event in read_events(numbered, self.bad_lines.append):
             by_class[type(event)] = by_class.get(type(event), 0) + 1
             if event.topic in WATCHED_TOPICS:
@@ -147,7 +157,7 @@ class Shard:
 
 
 class _Worker(Protocol):
-    def send(self, batch: Any) -> None: ...
+    def send(self, share: Numbered) -> None: ...
     def receive(self) -> list[Found]: ...
     def finish(self) -> ShardTotals: ...
     def stop(self) -> None: ...
@@ -159,8 +169,8 @@ class _HereShard:
     def __init__(self, profile: str | None) -> None:
         self.shard, self.done = Shard(profile), deque[list[Found]]()
 
-    def send(self, batch: Batch) -> None:
-        self.done.append(self.shard.feed(batch))
+    def send(self, share: Numbered) -> None:
+        self.done.append(self.shard.feed(share))
 
     def receive(self) -> list[Found]:
         return self.done.popleft()
@@ -176,7 +186,7 @@ def _serve_shard(shard: Shard, inbox: Any, outbox: Any) -> None:
     """A worker process's life: batches in until None, found out; then its totals."""
     try:
         while (batch := inbox.get()) is not None:
-            outbox.put(shard.feed(pickle.loads(batch)))
+            outbox.put(shard.feed(batch))
         outbox.put(shard.finish())
     except BaseException:  # the replaying process raises it; a worker has no one else to tell
         outbox.put(RuntimeError(f"replay worker failed:\n{traceback.format_exc()}"))
@@ -191,8 +201,8 @@ class _ProcessShard:
         self.process = context.Process(target=_serve_shard, args=(shard, self.inbox, self.outbox), daemon=True)
         self.process.start()
 
-    def send(self, batch: bytes) -> None:  # pickled once for every shard
-        self.inbox.put(batch)
+    def send(self, share: Numbered) -> None:
+        self.inbox.put(share)
 
     def _get(self) -> Any:
         while True:
@@ -267,15 +277,13 @@ def replay(
                 emit([pending])
                 pending = next(found, None)
 
-    shards: list[_Worker] = (
-        [_HereShard(profile)] if workers <= 1 else [_ProcessShard(Shard(profile, index, workers)) for index in range(workers)]
-    )
+    shards: list[_Worker] = [_HereShard(profile)] if workers <= 1 else [_ProcessShard(Shard(profile)) for _ in range(workers)]
+    router = Router(len(shards))
     try:
         in_flight: deque[Batch] = deque()
         for batch in _batches(lines):
-            sent = pickle.dumps(batch, pickle.HIGHEST_PROTOCOL) if len(shards) > 1 else batch
-            for shard in shards:
-                shard.send(sent)
+            for shard, share in zip(shards, router.route(batch)):
+                shard.send(share)
             in_flight.append(batch)
             if len(in_flight) > IN_FLIGHT:
                 settle(in_flight.popleft())

@@ -9,7 +9,7 @@ import os
 import pytest
 
 from surveil.anomaly_detection import replay as replay_module
-from surveil.anomaly_detection.replay import ReplayResult, Shard, replay
+from surveil.anomaly_detection.replay import ReplayResult, Router, Shard, replay
 from surveil.events import codec
 from surveil.events import models as m
 from surveil.sim.floor import Floor
@@ -66,10 +66,9 @@ def test_without_on_event_the_workers_raise_the_same_alerts(log: list[bytes]) ->
 
 
 def test_shards_take_every_table_once_and_each_whole(log: list[bytes]) -> None:
-    batch = (1, log)
-    shards = [Shard(None, index, 3) for index in range(3)]
-    for shard in shards:
-        shard.feed(batch)
+    shards = [Shard(None) for _ in range(3)]
+    for shard, share in zip(shards, Router(3).route((1, log))):
+        shard.feed(share)
     owned = [set(shard.floor.tables) for shard in shards]
     assert sorted(table for tables in owned for table in tables) == ["T001", "T002", "T003", "T004"]
     assert sorted(len(tables) for tables in owned) == [1, 1, 2]  # dealt in turn as they first appear
