@@ -408,7 +408,7 @@ def pipeline_health() -> Json:
                    Query('sum(rate(surveil_rounds_checked_total{job="anomaly-detection"}[5m]))', "checked (anomaly-detection)"),
                    Query('sum(rate(surveil_settlement_rounds_total{job="settlement"}[5m]))', "settled (settlement)"), unit="ops", width=8),
         row("Consumer lag"),
-        timeseries("Consumer lag by group and topic", f"How far behind each consumer group is, in messages (the lag exporter). SurveilConsumerLagHigh pages past {LAG_THRESHOLD} for 5 minutes. A caught-up partition shows 1: the transaction marker.",
+        timeseries("Consumer lag by group and topic", f"How far behind each consumer group is, in messages (the lag exporter). SurveilConsumerLagHigh pages past {LAG_THRESHOLD} for 5 minutes. A caught-up partition shows 1 (2 on baccarat.deadletter, which two services write in transactions): the markers after the last message.",
                    Query("group_topic:surveil_consumer_lag_messages:sum", "{{group}} {{topic}}"),
                    thresholds=(("green", None), ("red", LAG_THRESHOLD)),
                    custom={"drawStyle": "line", "lineWidth": 1, "fillOpacity": 10, "showPoints": "never", "spanNulls": False,
@@ -429,8 +429,11 @@ def pipeline_health() -> Json:
                   "p50 and p99 over 5 minutes.", "surveil_alert_latency_seconds", level="job_topic"),
         quantiles("Settlement lag", "From a round's completion at the table to its settlement: p50 and p99 over 5 minutes.",
                   "surveil_settlement_lag_seconds"),
-        quantiles("Batch time by service", "Time to process and commit one batch of input events (table-controller, settlement): p50 and p99 over 5 minutes.",
-                  "surveil_batch_seconds", level="service"),
+        timeseries("Batch and commit time by service", "Time to process and commit one batch of input events (table-controller, "
+                   "settlement), and an offset commit of the detectors (their changed tables to the changelog, then the offsets; "
+                   "past COMMIT_TIMEOUT_S the worker stops): p50 and p99 over 5 minutes.",
+                   *quantile_queries("surveil_batch_seconds", level="service"),
+                   *quantile_queries("surveil_detection_commit_seconds", legend=" anomaly-detection commit"), unit="s", width=6),
         row("Dead letters and rejections"),
         timeseries("Dead letters by service and origin", "Inputs rejected to baccarat.deadletter, per 5 minutes, by the service that rejected them and where they came from. SurveilDeadLetters warns on any.",
                    Query("sum by (service, origin) (increase(surveil_dead_letters_total[5m])) > 0", "{{service}} {{origin}}"), decimals=0, width=12),

@@ -11,7 +11,7 @@ from ..events import models as m
 from ..runtime.metrics import DEAD_LETTERS
 
 __all__ = [
-    "ALERTS", "ALERT_LATENCY", "DEAD_LETTERS", "EVENT_LATENCY", "PATRON_ALERTS", "QUEUE_LATENCY", "ROUNDS_CHECKED", "ROUND_OUTCOMES",
+    "ALERTS", "ALERT_LATENCY", "COMMIT_SECONDS", "DEAD_LETTERS", "EVENT_LATENCY", "PATRON_ALERTS", "QUEUE_LATENCY", "ROUNDS_CHECKED", "ROUND_OUTCOMES",
     "TABLE_ALERTS", "TABLE_LAST_EVENT", "TABLE_SHOE_IN_PLAY", "alert_raised", "table_event",
 ]
 
@@ -57,6 +57,13 @@ QUEUE_LATENCY = Histogram(
     "the broker's and the detectors' share of surveil_detection_latency_seconds.",
     ["topic"],
     buckets=LATENCY_BUCKETS,
+)
+
+COMMIT_SECONDS = Histogram(
+    "surveil_detection_commit_seconds",
+    "Time an offset commit of the detectors took: the changed tables written to their changelog and "
+    "acknowledged, then the offsets committed. A commit past COMMIT_TIMEOUT_S stops the worker.",
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0),
 )
 
 # Per table, for the surveillance room's dashboards and the "table silent" alert (ops/prometheus).
