@@ -183,10 +183,10 @@ class _HereShard:
 
 
 def _serve_shard(shard: Shard, inbox: Any, outbox: Any) -> None:
-    """A worker process's life: batches in until None, found out; then its totals."""
+    """A worker process's life: its shares of the batches in until None, found out; then its totals."""
     try:
-        while (batch := inbox.get()) is not None:
-            outbox.put(shard.feed(batch))
+        while (share := inbox.get()) is not None:
+            outbox.put(shard.feed(share))
         outbox.put(shard.finish())
     except BaseException:  # the replaying process raises it; a worker has no one else to tell
         outbox.put(RuntimeError(f"replay worker failed:\n{traceback.format_exc()}"))
