@@ -22,6 +22,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.request
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -390,7 +391,19 @@ class Deployment:
                 assert self.alive(service), f"{service} died:\n{self.log_tail(service)}"
             time.sleep(0.2)
         raise AssertionError(f"{service} has not consumed its input after {timeout_s} s: committed {self.committed_offsets(service)}, "
-                             f"wanted {wanted}\n{self.log_tail(service)}")
+                             f"wanted {wanted}\n{self.progress_metrics(service)}\n{self.log_tail(service)}")
+
+    def progress_metrics(self, service: str) -> str:
+        """What the service says it processed and committed (its /metrics), for telling a worker
+        that stopped processing from one whose commits stopped."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_ports[service]}/metrics", timeout=5) as response:
+                text = response.read().decode()
+        except OSError as error:
+            return f"{service} /metrics unreadable: {error}"
+        wanted = ("surveil_events_consumed_total", "surveil_detection_latency_seconds_count", "surveil_detection_commit_seconds_count",
+                  "surveil_detection_commit_seconds_sum", "surveil_batch_seconds_count")
+        return "\n".join(line for line in text.splitlines() if line.startswith(wanted))
 
     def wait_until_settled(self, timeout_s: float = 180) -> None:
         """Until settlement committed, in Kafka, every input offset: the ledger and the outputs
