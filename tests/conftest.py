@@ -100,16 +100,23 @@ class OpsStack:
         return env
 
     @staticmethod
-    def kafka_port() -> int | None:
-        """The port of the broker that ops/stack.sh runs now, or None when it runs none
-        (judged from its pid file, so a recycled pid or a foreign broker does not count)."""
-        kdir = ROOT / ".stack" / "kafka"
+    def kafka_pid() -> int | None:
+        """The pid of the broker that ops/stack.sh runs now, or None when it runs none (judged
+        from its pid file, so a recycled pid or a foreign broker does not count)."""
         try:
-            pid = int((kdir / "kafka.pid").read_text())
+            pid = int((ROOT / ".stack" / "kafka" / "kafka.pid").read_text())
             os.kill(pid, 0)
-            if b"kafka.Kafka" not in Path(f"/proc/{pid}/cmdline").read_bytes():
-                return None
-            for line in (kdir / "server.properties").read_text().splitlines():
+            return pid if b"kafka.Kafka" in Path(f"/proc/{pid}/cmdline").read_bytes() else None
+        except (OSError, ValueError):
+            return None
+
+    @staticmethod
+    def kafka_port() -> int | None:
+        """The port of the broker that ops/stack.sh runs now, or None when it runs none."""
+        if OpsStack.kafka_pid() is None:
+            return None
+        try:
+            for line in (ROOT / ".stack" / "kafka" / "server.properties").read_text().splitlines():
                 if line.startswith("advertised.listeners="):  # CLIENT://127.0.0.1:9092,TLS://...
                     listeners = dict(item.split("://", 1) for item in line.partition("=")[2].split(","))
                     client = listeners.get("CLIENT") or listeners["PLAINTEXT"]  # PLAINTEXT: before SASL
@@ -141,6 +148,11 @@ class KafkaBroker:
         ops_port = OpsStack.kafka_port()
         return (self.source != "testcontainer" and ops_port is not None
                 and host in ("127.0.0.1", "localhost") and int(port) == ops_port)
+
+    @property
+    def ops_pid(self) -> int | None:
+        """The broker's pid, if ops/stack.sh runs it (a test may freeze it), else None."""
+        return OpsStack.kafka_pid() if self.ops_controlled else None
 
 
 @pytest.fixture(scope="session")

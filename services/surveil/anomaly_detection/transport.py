@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Set
+from pathlib import Path
 from typing import Any
 
 import faust
@@ -133,24 +134,42 @@ class Consumer(aiokafka.Consumer):
         # killed then resumed from tables older than its committed offsets.
         loop = asyncio.get_running_loop()
         started = loop.time()
-        waiting_for = "the tables' changelog"
+        waiting_for = ["the tables' changelog"]
+        watchdog = asyncio.ensure_future(self._watch_commit(asyncio.current_task(), started, waiting_for))
         try:
             async with asyncio.timeout(self.app.commit_timeout):  # type: ignore[attr-defined]
                 await self.app.before_commit(self.assignment())  # type: ignore[attr-defined]
                 written = loop.time()
-                waiting_for = "the offsets' commit"
+                waiting_for[0] = "the offsets' commit"
                 committed = await super()._commit_offsets(offsets, start_new_transaction)
         except TimeoutError:
             await self.crash(CommitStalled(
-                f"a commit waited {loop.time() - started:.1f} s for {waiting_for}: stopping the worker, "
+                f"a commit waited {loop.time() - started:.1f} s for {waiting_for[0]}: stopping the worker, "
                 "to be restarted from its last commit"))
             return False
+        finally:
+            watchdog.cancel()
         took = loop.time() - started
         metrics.COMMIT_SECONDS.observe(took)
         if took > SLOW_COMMIT_S:
             self.log.warning("a commit of %d partitions took %.1f s: %.1f s for the tables' changelog, %.1f s for the offsets",
                              len(offsets), took, written - started, took - (written - started))
         return committed
+
+    async def _watch_commit(self, commit: asyncio.Task[Any] | None, started: float, waiting_for: list[str]) -> None:
+        """While a commit waits, says every so often what for and where: the chain of awaits of
+        the commit and of the Kafka clients' tasks (the producer's here, the consumer's in its
+        thread). A commit that never returns has left nothing else to go on (docs/faults.md)."""
+        loop = asyncio.get_running_loop()
+        delay = SLOW_COMMIT_S
+        while True:
+            await asyncio.sleep(delay)
+            thread_loop = getattr(getattr(self, "_thread", None), "thread_loop", None)
+            tasks = [*asyncio.all_tasks(loop), *(asyncio.all_tasks(thread_loop) if thread_loop else ())]
+            clients = [chain for chain in map(_await_chain, tasks) if "aiokafka/" in chain and chain != _await_chain(commit)]
+            self.log.warning("a commit has waited %.0f s for %s; the commit: %s; the Kafka clients' tasks: %s",
+                             loop.time() - started, waiting_for[0], _await_chain(commit), " | ".join(sorted(clients)))
+            delay = min(2 * delay, 60.0)
 
     async def perform_seek(self) -> None:
         await super().perform_seek()  # to the committed offsets
@@ -168,6 +187,19 @@ class Consumer(aiokafka.Consumer):
         """The broker returns messages from the read offsets now (None: from where it says)."""
         self._last_returned = {tp: None if offset is None else offset - 1 for tp, offset in self._read_offset.items()}
         self._hole_before.clear()
+
+
+def _await_chain(task: asyncio.Task[Any] | None) -> str:
+    """Where a task waits: the coroutines it awaits through, outermost first, by file and line."""
+    links, awaited = [], task.get_coro() if task else None
+    while awaited is not None:
+        frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+        if frame is None:  # a future, or an awaitable of C code
+            links.append(type(awaited).__name__)
+            break
+        links.append(f"{'/'.join(Path(frame.f_code.co_filename).parts[-3:])}:{frame.f_lineno} {frame.f_code.co_name}")
+        awaited = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+    return " > ".join(links)
 
 
 class Transport(aiokafka.Transport):

@@ -1,10 +1,15 @@
 """A commit of the detectors' worker that waits past its bound (``COMMIT_TIMEOUT_S``) stops the
 worker, saying why, instead of holding its streams back for good: its supervisor restarts it from
-its last commit (anomaly_detection/transport.py)."""
+its last commit; and one that waits says, while it waits, what for and where
+(anomaly_detection/transport.py)."""
 
 from __future__ import annotations
 
+import os
+import signal
 import time
+
+import pytest
 
 from integration.deployment import Deployment, offline_events
 
@@ -21,3 +26,41 @@ def test_a_commit_past_its_bound_stops_the_worker_and_says_why(deployment: Deplo
     log = deployment.log_tail(SERVICE, lines=400)
     assert worker.poll() not in (None, 0), f"the worker went on (exit {worker.poll()})\n{log}"
     assert "stopping the worker, to be restarted from its last commit" in log, log
+
+
+def test_a_commit_waiting_on_a_frozen_broker_says_what_it_waits_for_and_where(deployment: Deployment, kafka_broker) -> None:  # type: ignore[no-untyped-def]
+    broker = kafka_broker.ops_pid
+    if broker is None:
+        pytest.skip("the broker is not the one ops/stack.sh runs, so the test cannot freeze it")
+    deployment.start(SERVICE)
+    events = offline_events({"tables": 1, "shoes": 1, "seed": 7})
+    deployment.publish(events[:100])
+    deployment.wait_until_consumed(SERVICE, timeout_s=120)
+    # Frozen as soon as the worker has processed new events, before its next commit (a second
+    # apart) has written their tables: that commit waits on the broker. Should the commit slip in
+    # before the freeze, there is nothing to commit while frozen; the next round tries again.
+    log = ""
+    for start in range(100, 400, 100):
+        before = processed(deployment)
+        deployment.publish(events[start:start + 100])
+        deadline = time.monotonic() + 60
+        while processed(deployment) == before and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(broker, signal.SIGSTOP)
+        try:
+            time.sleep(8)
+        finally:
+            os.kill(broker, signal.SIGCONT)
+        log = deployment.log_tail(SERVICE, lines=400)
+        if "a commit has waited" in log:
+            break
+    waits = [line for line in log.splitlines() if "a commit has waited" in line]
+    assert waits, f"no commit said it waited\n{log}"
+    assert "the tables' changelog" in waits[0] and "anomaly_detection/app.py" in waits[0] and "_write_changed" in waits[0], waits[0]
+    deployment.wait_until_consumed(SERVICE, timeout_s=120)  # and it goes on once the broker is back
+
+
+def processed(deployment: Deployment) -> float:
+    """The events the worker processed, by its /metrics."""
+    lines = deployment.progress_metrics(SERVICE).splitlines()
+    return sum(float(line.rpartition(" ")[2]) for line in lines if line.startswith("surveil_detection_latency_seconds_count"))
