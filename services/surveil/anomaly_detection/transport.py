@@ -24,6 +24,10 @@ Three faust behaviours lost events across a restart of the worker, or made it re
   recovered each input partition is read again from the offset after the last one its tables
   applied (the state names it, ``Outbox.applied``), where that is below the committed offset.
 
+The producer (``Producer``) has its client track every topic it sends to: aiokafka dropped a
+topic it knew but did not track from its metadata, and a batch waiting for that topic then never
+went out, nor did the commit waiting for it return.
+
 A commit is bounded (``App.commit_timeout``): nothing else bounds its waits but faust's 20-minute
 producer request timeout, and a worker whose commit hangs holds its streams back (faust's fetcher
 awaits the commit). Past the bound the worker crashes, as faust does when a send fails, to be
@@ -202,8 +206,25 @@ def _await_chain(task: asyncio.Task[Any] | None) -> str:
     return " > ".join(links)
 
 
+class Producer(aiokafka.Producer):
+    """Has its client track the metadata of every topic it sends to.
+
+    aiokafka's client refreshes the metadata of the topics it tracks, and of every topic while it
+    tracks none; a send to a topic it already knows does not track it. faust refreshes after each
+    topic it creates, tracking none: every topic became known, untracked. The first send to a
+    topic created after that (the pattern charts' changelog, on a fresh broker) tracked it alone,
+    the next refresh dropped the others, and a batch already waiting for one of them (a table's
+    value, sent in the same commit) looked for a leader no refresh would bring back, for the
+    20 minutes of the request timeout: the worker's commits stopped (docs/faults.md)."""
+
+    async def send(self, topic: str, *args: Any, **kwargs: Any) -> Any:
+        self._ensure_producer().client.add_topic(topic)  # tracked already: a set lookup
+        return await super().send(topic, *args, **kwargs)
+
+
 class Transport(aiokafka.Transport):
     Consumer = Consumer
+    Producer = Producer
 
 
 async def _nothing_before_commit(assigned: Set[TP]) -> None:
