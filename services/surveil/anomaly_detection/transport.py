@@ -168,12 +168,15 @@ class Consumer(aiokafka.Consumer):
         delay = SLOW_COMMIT_S
         while True:
             await asyncio.sleep(delay)
-            thread_loop = getattr(getattr(self, "_thread", None), "thread_loop", None)
-            tasks = [*asyncio.all_tasks(loop), *(asyncio.all_tasks(thread_loop) if thread_loop else ())]
-            clients = [chain for chain in map(_await_chain, tasks) if "aiokafka/" in chain and chain != _await_chain(commit)]
+            delay = min(2 * delay, 60.0)
+            try:  # another thread's tasks, read while they run: a line, or none, never a failure
+                thread_loop = getattr(getattr(self, "_thread", None), "thread_loop", None)
+                tasks = [*asyncio.all_tasks(loop), *(asyncio.all_tasks(thread_loop) if thread_loop else ())]
+                clients = [chain for chain in map(_await_chain, tasks) if "aiokafka/" in chain]
+            except Exception as error:  # noqa: BLE001
+                clients = [f"unreadable: {error!r}"]
             self.log.warning("a commit has waited %.0f s for %s; the commit: %s; the Kafka clients' tasks: %s",
                              loop.time() - started, waiting_for[0], _await_chain(commit), " | ".join(sorted(clients)))
-            delay = min(2 * delay, 60.0)
 
     async def perform_seek(self) -> None:
         await super().perform_seek()  # to the committed offsets
