@@ -214,11 +214,12 @@ class Producer(aiokafka.Producer):
 
     aiokafka's client refreshes the metadata of the topics it tracks, and of every topic while it
     tracks none; a send to a topic it already knows does not track it. faust refreshes after each
-    topic it creates, tracking none: every topic became known, untracked. The first send to a
-    topic created after that (the pattern charts' changelog, on a fresh broker) tracked it alone,
-    the next refresh dropped the others, and a batch already waiting for one of them (a table's
-    value, sent in the same commit) looked for a leader no refresh would bring back, for the
-    20 minutes of the request timeout: the worker's commits stopped (docs/faults.md)."""
+    topic it declares, while the client tracks none: every topic becomes known, untracked. The
+    first send to a topic created after that (the pattern charts' changelog, on a fresh broker)
+    tracked that topic alone, the next refresh dropped the others, and a batch already waiting for
+    one of them (a table's value, sent in the same commit) looked for a leader no refresh would
+    bring back, for the 20 minutes of the request timeout: the worker's commits stopped
+    (docs/faults.md)."""
 
     async def send(self, topic: str, *args: Any, **kwargs: Any) -> Any:
         self._ensure_producer().client.add_topic(topic)  # tracked already: a set lookup
