@@ -10,8 +10,10 @@ import signal
 import time
 
 import pytest
+from kafka.errors import KafkaError
 
 from integration.deployment import Deployment, offline_events
+from surveil.runtime import topics
 
 SERVICE = "anomaly-detection"
 
@@ -51,6 +53,7 @@ def test_a_commit_waiting_on_a_frozen_broker_says_what_it_waits_for_and_where(de
             time.sleep(8)
         finally:
             os.kill(broker, signal.SIGCONT)
+        until_serving(deployment)
         log = deployment.log_tail(SERVICE, lines=400)
         if "a commit has waited" in log:
             break
@@ -63,6 +66,21 @@ def test_a_commit_waiting_on_a_frozen_broker_says_what_it_waits_for_and_where(de
     else:
         assert "for the offsets' commit" in line, line
     deployment.wait_until_consumed(SERVICE, timeout_s=120)  # and it goes on once the broker is back
+
+
+def until_serving(deployment: Deployment, timeout_s: float = 60) -> None:
+    """Until the thawed broker serves its partitions again. Frozen past its session timeout
+    (3 s), it is fenced by its own controller when thawed, and its partitions are offline until
+    its next heartbeat (0.5 s) and the controller unfence it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            deployment.end_offsets(topics.SHOE)
+            return
+        except KafkaError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
 
 
 def processed(deployment: Deployment) -> float:
