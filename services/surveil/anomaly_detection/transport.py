@@ -69,6 +69,7 @@ class Consumer(aiokafka.Consumer):
         self._last_returned: dict[TP, int | None] = {}
         # Per partition: the hole before a returned message, by the message's offset.
         self._hole_before: defaultdict[TP, dict[int, range]] = defaultdict(dict)
+        self._commit_waits_for = ""  # what the commit in progress waits for (faust makes one at a time)
 
     def resume_partitions(self, tps: Iterable[TP]) -> None:
         # The input partitions wait for resume_flow. faust resumes them, seeks them to the
@@ -138,17 +139,17 @@ class Consumer(aiokafka.Consumer):
         # killed then resumed from tables older than its committed offsets.
         loop = asyncio.get_running_loop()
         started = loop.time()
-        waiting_for = ["the tables' changelog"]
-        watchdog = asyncio.ensure_future(self._watch_commit(asyncio.current_task(), started, waiting_for))
+        self._commit_waits_for = "the tables' changelog"
+        watchdog = asyncio.ensure_future(self._watch_commit(asyncio.current_task(), started))
         try:
             async with asyncio.timeout(self.app.commit_timeout):  # type: ignore[attr-defined]
                 await self.app.before_commit(self.assignment())  # type: ignore[attr-defined]
                 written = loop.time()
-                waiting_for[0] = "the offsets' commit"
+                self._commit_waits_for = "the offsets' commit"
                 committed = await super()._commit_offsets(offsets, start_new_transaction)
         except TimeoutError:
             await self.crash(CommitStalled(
-                f"a commit waited {loop.time() - started:.1f} s for {waiting_for[0]}: stopping the worker, "
+                f"a commit waited {loop.time() - started:.1f} s for {self._commit_waits_for}: stopping the worker, "
                 "to be restarted from its last commit"))
             return False
         finally:
@@ -160,7 +161,7 @@ class Consumer(aiokafka.Consumer):
                              len(offsets), took, written - started, took - (written - started))
         return committed
 
-    async def _watch_commit(self, commit: asyncio.Task[Any] | None, started: float, waiting_for: list[str]) -> None:
+    async def _watch_commit(self, commit: asyncio.Task[Any] | None, started: float) -> None:
         """While a commit waits, says every so often what for and where: the chain of awaits of
         the commit and of the Kafka clients' tasks (the producer's here, the consumer's in its
         thread). A commit that never returns has left nothing else to go on (docs/faults.md)."""
@@ -176,7 +177,7 @@ class Consumer(aiokafka.Consumer):
             except Exception as error:  # noqa: BLE001
                 clients = [f"unreadable: {error!r}"]
             self.log.warning("a commit has waited %.0f s for %s; the commit: %s; the Kafka clients' tasks: %s",
-                             loop.time() - started, waiting_for[0], _await_chain(commit), " | ".join(sorted(clients)))
+                             loop.time() - started, self._commit_waits_for, _await_chain(commit), " | ".join(sorted(clients)))
 
     async def perform_seek(self) -> None:
         await super().perform_seek()  # to the committed offsets
