@@ -33,6 +33,7 @@ from typing import Any
 import redis
 from jsonschema import Draft202012Validator
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from surveil.events import codec
 from surveil.events import models as m
@@ -94,11 +95,6 @@ class Deployment:
 
     def topic(self, name: str) -> str:
         return self.topic_prefix + name
-
-    @property
-    def metrics_port(self) -> int:
-        """The settlement service's /metrics port (the one the settlement tests scrape)."""
-        return self.metrics_ports[SETTLEMENT_SERVICE]
 
     # ---- the services ------------------------------------------------------------------------
 
@@ -393,17 +389,22 @@ class Deployment:
         raise AssertionError(f"{service} has not consumed its input after {timeout_s} s: committed {self.committed_offsets(service)}, "
                              f"wanted {wanted}\n{self.progress_metrics(service)}\n{self.log_tail(service)}")
 
+    def metric_samples(self, service: str) -> list[tuple[str, dict[str, str], float]]:
+        """The service's /metrics, parsed: (name, labels, value) per sample."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_ports[service]}/metrics", timeout=10) as response:
+            text = response.read().decode()
+        return [(s.name, s.labels, s.value) for family in text_string_to_metric_families(text) for s in family.samples]
+
     def progress_metrics(self, service: str) -> str:
         """What the service says it processed and committed (its /metrics), for telling a worker
         that stopped processing from one whose commits stopped."""
         try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.metrics_ports[service]}/metrics", timeout=5) as response:
-                text = response.read().decode()
+            found = self.metric_samples(service)
         except OSError as error:
             return f"{service} /metrics unreadable: {error}"
         wanted = ("surveil_events_consumed_total", "surveil_detection_latency_seconds_count", "surveil_detection_commit_seconds_count",
                   "surveil_detection_commit_seconds_sum", "surveil_batch_seconds_count")
-        return "\n".join(line for line in text.splitlines() if line.startswith(wanted))
+        return "\n".join(f"{name}{labels or ''} {value}" for name, labels, value in found if name in wanted)
 
     def wait_until_settled(self, timeout_s: float = 180) -> None:
         """Until settlement committed, in Kafka, every input offset: the ledger and the outputs

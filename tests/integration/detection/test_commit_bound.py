@@ -85,5 +85,4 @@ def until_serving(deployment: Deployment, timeout_s: float = 60) -> None:
 
 def processed(deployment: Deployment) -> float:
     """The events the worker processed, by its /metrics."""
-    lines = deployment.progress_metrics(SERVICE).splitlines()
-    return sum(float(line.rpartition(" ")[2]) for line in lines if line.startswith("surveil_detection_latency_seconds_count"))
+    return sum(value for name, _, value in deployment.metric_samples(SERVICE) if name == "surveil_detection_latency_seconds_count")

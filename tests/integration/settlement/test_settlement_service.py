@@ -10,7 +10,6 @@ import gzip
 import random
 import threading
 import time
-import urllib.request
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from click.testing import CliRunner
 
 from integration.deployment import (
     SETTLEMENT_INPUTS,
+    SETTLEMENT_SERVICE,
     Deployment,
     assert_published_once_each,
     dump_memory,
@@ -85,11 +85,10 @@ def test_a_floor_settles_through_the_service_and_the_ledger_is_the_sum_of_what_i
     assert shown.stdout.splitlines()[2].split() == [shift, *(f"{getattr(totals, f):,}" for f in TableTotals.__dataclass_fields__)]
 
     # The service serves its metrics, the settlement ones among them.
-    with urllib.request.urlopen(f"http://127.0.0.1:{deployment.metrics_port}/metrics", timeout=10) as response:
-        exposition = response.read().decode()
-    samples = dict(line.rsplit(" ", 1) for line in exposition.splitlines() if not line.startswith("#"))
     staked = sum(t.staked for (t_id, _), t in by_table.items() if t_id == table)
-    assert float(samples[f'surveil_settlement_staked_total{{table="{table}"}}']) == staked
+    exported = [value for name, labels, value in deployment.metric_samples(SETTLEMENT_SERVICE)
+                if name == "surveil_settlement_staked_total" and labels == {"table": table}]
+    assert exported == [staked]
 
 
 def test_kill_9_at_random_points_then_a_restart_gives_the_ledger_of_an_uninterrupted_run(deployment: Deployment) -> None:
