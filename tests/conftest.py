@@ -25,10 +25,14 @@ prefixes) are in ``tests/integration/conftest.py``.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -139,6 +143,7 @@ def ops_stack() -> Iterator[OpsStack]:
 class KafkaBroker:
     bootstrap: str  # "host:port"
     source: str  # "env", "testcontainer" or "ops-stack"
+    container: Any = None  # the testcontainer, when it is one
 
     @property
     def ops_controlled(self) -> bool:
@@ -150,9 +155,25 @@ class KafkaBroker:
                 and host in ("127.0.0.1", "localhost") and int(port) == ops_port)
 
     @property
-    def ops_pid(self) -> int | None:
-        """The broker's pid, if ops/stack.sh runs it (a test may freeze it), else None."""
-        return OpsStack.kafka_pid() if self.ops_controlled else None
+    def can_freeze(self) -> bool:
+        """Whether ``frozen`` can act on it: a testcontainer, or the broker ops/stack.sh runs."""
+        return self.container is not None or self.ops_controlled
+
+    @contextmanager
+    def frozen(self) -> Iterator[None]:
+        """The broker paused, every thread of it (docker pause, or SIGSTOP), then resumed."""
+        if self.container is not None:
+            paused = self.container.get_wrapped_container()
+            pause, resume = paused.pause, paused.unpause
+        else:
+            pid = OpsStack.kafka_pid() if self.ops_controlled else None
+            assert pid is not None, "a broker this session does not run cannot be frozen"
+            pause, resume = partial(os.kill, pid, signal.SIGSTOP), partial(os.kill, pid, signal.SIGCONT)
+        pause()
+        try:
+            yield
+        finally:
+            resume()
 
 
 @pytest.fixture(scope="session")
@@ -174,7 +195,7 @@ def kafka_broker(request: pytest.FixtureRequest, kafka_partitions: int) -> Kafka
         request.addfinalizer(container.stop)
         bootstrap = container.get_bootstrap_server()
         create_topics(bootstrap, ALL_TOPICS, kafka_partitions)  # as ops/stack.sh up does
-        return KafkaBroker(bootstrap, "testcontainer")
+        return KafkaBroker(bootstrap, "testcontainer", container)
     stack: OpsStack = request.getfixturevalue("ops_stack")
     stack.ensure_up()
     return KafkaBroker(f"127.0.0.1:{os.environ.get('KAFKA_PORT', '9092')}", "ops-stack")

@@ -5,8 +5,6 @@ its last commit; and one that waits says, while it waits, what for and where
 
 from __future__ import annotations
 
-import os
-import signal
 import time
 
 import pytest
@@ -31,9 +29,8 @@ def test_a_commit_past_its_bound_stops_the_worker_and_says_why(deployment: Deplo
 
 
 def test_a_commit_waiting_on_a_frozen_broker_says_what_it_waits_for_and_where(deployment: Deployment, kafka_broker) -> None:  # type: ignore[no-untyped-def]
-    broker = kafka_broker.ops_pid
-    if broker is None:
-        pytest.skip("the broker is not the one ops/stack.sh runs, so the test cannot freeze it")
+    if not kafka_broker.can_freeze:
+        pytest.skip("the broker is neither a testcontainer nor the one ops/stack.sh runs: the test cannot freeze it")
     deployment.start(SERVICE)
     events = offline_events({"tables": 1, "shoes": 1, "seed": 7})
     deployment.publish(events[:100])
@@ -48,11 +45,8 @@ def test_a_commit_waiting_on_a_frozen_broker_says_what_it_waits_for_and_where(de
         deadline = time.monotonic() + 60
         while processed(deployment) == before and time.monotonic() < deadline:
             time.sleep(0.02)
-        os.kill(broker, signal.SIGSTOP)
-        try:
+        with kafka_broker.frozen():
             time.sleep(8)
-        finally:
-            os.kill(broker, signal.SIGCONT)
         until_serving(deployment)
         log = deployment.log_tail(SERVICE, lines=400)
         if "a commit has waited" in log:
