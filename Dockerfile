@@ -1,6 +1,6 @@
 # syntax=docker/dockerfile:1
 # One image for the Python side of docker-compose.yml: the four services (`surveil serve NAME`),
-# the kafka-init job (`python -m surveil.runtime.topics create`) and the operator commands
+# the kafka-init job (`python -m surveil.runtime.topic_admin create`) and the operator commands
 # (`surveil ledger`, `surveil reconcile`, `surveil replay`, `surveil simulate`).
 #
 #   docker compose build          builds it as ${SURVEIL_IMAGE}:${SURVEIL_VERSION} (see .env)

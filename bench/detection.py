@@ -31,7 +31,7 @@ from surveil.detect.floor import Floor as Detectors
 from surveil.events import models as m
 from surveil.sim.floor import Floor
 from surveil.sim.injections import SCOPES, Label
-from surveil.sim.record import record
+from surveil.embedded.record import record
 
 PATTERNS = (AlertCode.OUTCOME_DRIFT, AlertCode.PATRON_WIN_RATE, AlertCode.DEALER_ERROR_RATE, AlertCode.SHOE_REPEAT)
 SETTLEMENT_SIDE = (AlertCode.PAYOUT_MISMATCH, AlertCode.UNSETTLED_BET, AlertCode.DUPLICATE_SETTLEMENT)

@@ -28,7 +28,7 @@ from pathlib import Path
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 
 from surveil.runtime.config import kafka_client_config
-from surveil.runtime.topics import create_topics, delete_topics, partitions_from_env
+from surveil.runtime.topic_admin import create_topics, delete_topics, partitions_from_env
 
 ROOT = Path(__file__).resolve().parents[1]
 LIBS = ROOT / ".stack" / "kafka" / "libs" / "*"

@@ -61,11 +61,13 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from surveil.core.findings import AlertCode
+from surveil.events import topics
 from surveil.events import codec
 from surveil.events import models as m
 from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
 from surveil.runtime.config import Settings, kafka_client_config
-from surveil.runtime.topics import ALL_TOPICS, INPUTS, create_topics, delete_topics, partitions_from_env
+from surveil.events.topics import ALL_TOPICS, INPUTS
+from surveil.runtime.topic_admin import create_topics, delete_topics, partitions_from_env
 
 ROOT = Path(__file__).resolve().parents[1]
 SURVEIL = ROOT / ".venv" / "bin" / "surveil"
@@ -73,11 +75,11 @@ SERVICES = ("shoe-reader", "table-controller", "settlement", "anomaly-detection"
 CONSUMERS = ("table-controller", "settlement", "anomaly-detection")  # consumer groups, named after the service
 # What each group consumes (the facts are anomaly-detection's own internal topic).
 CONSUMED = {
-    "table-controller": (m.SHOE_TOPIC, INPUTS),
-    "settlement": (m.TABLE_TOPIC,),
-    "anomaly-detection": (m.SHOE_TOPIC, m.TABLE_TOPIC, m.SETTLEMENT_TOPIC, "anomaly-detection-facts"),
+    "table-controller": (topics.SHOE, INPUTS),
+    "settlement": (topics.TABLE,),
+    "anomaly-detection": (topics.SHOE, topics.TABLE, topics.SETTLEMENT, "anomaly-detection-facts"),
 }
-PIPELINE_TOPICS = (INPUTS, m.SHOE_TOPIC, m.TABLE_TOPIC, m.SETTLEMENT_TOPIC, m.ALERTS_TOPIC)
+PIPELINE_TOPICS = (INPUTS, topics.SHOE, topics.TABLE, topics.SETTLEMENT, topics.ALERTS)
 # Irregularities the table side can cause, live (the settlement ones are done offline only):
 # card reads that reveal it themselves, and rounds found wrong when they are ready.
 LIVE_INJECTIONS = (
@@ -396,7 +398,7 @@ class Alerts(threading.Thread):
         self.ready = threading.Event()
 
     def run(self) -> None:
-        topic = self.pipeline.prefix + m.ALERTS_TOPIC
+        topic = self.pipeline.prefix + topics.ALERTS
         consumer = KafkaConsumer(**kafka_client_config(self.pipeline.bootstrap), group_id=None, enable_auto_commit=False,
                                  auto_offset_reset="earliest", fetch_max_wait_ms=50)
         consumer.assign([TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()])
@@ -457,7 +459,7 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
     import surveil.sim.live as live_module
     import surveil.sim.table as table_module
     from surveil.runtime.kafka import Publisher
-    from surveil.runtime.signing import DeviceKeys
+    from surveil.events.signing import DeviceKeys
     from surveil.sim.floor import Floor
     from surveil.sim.table import TableInput, Truth
 
@@ -725,7 +727,7 @@ def full_speed(bootstrap: str, redis_url: str, tables: int, shoes: int, instance
         stop_watching(offsets, alerts)
         peak = pipeline.peak_rss_mb()
         samples = offsets.samples
-        topics_seen = {t: read_topic(bootstrap, pipeline.prefix + t) for t in (m.TABLE_TOPIC, m.SETTLEMENT_TOPIC)} if check else {}
+        topics_seen = {t: read_topic(bootstrap, pipeline.prefix + t) for t in (topics.TABLE, topics.SETTLEMENT)} if check else {}
         owners_after = pipeline.assignments()
         logs_dir = pipeline.logs
 
@@ -771,7 +773,7 @@ def compare_with_offline(tables: int, shoes: int, seed: int, inject: tuple[str, 
     offline (``surveil simulate``'s path) and replayed through the detectors: each once, none missing."""
     from surveil.detect.floor import Floor as Detectors
     from surveil.sim.floor import Floor
-    from surveil.sim.record import record
+    from surveil.embedded.record import record
 
     reference: list[m.Event] = []
     record(Floor(tables, shoes, seed, inject=[AlertCode(c) for c in inject]), reference.append, lambda label: None)
@@ -781,7 +783,7 @@ def compare_with_offline(tables: int, shoes: int, seed: int, inject: tuple[str, 
         offline_alerts += detectors.feed(event)
     offline_alerts += detectors.flush()
     report: dict[str, Any] = {}
-    for topic in (m.TABLE_TOPIC, m.SETTLEMENT_TOPIC):
+    for topic in (topics.TABLE, topics.SETTLEMENT):
         expected = {e.id: codec.encode(e) for e in reference if e.topic == topic}
         got = Counter(e.id for e in seen[topic])
         same_bytes = {e.id for e in seen[topic] if expected.get(e.id) == codec.encode(e)}

@@ -9,7 +9,7 @@ raise; it is made once and kept (``--log``).
 - decode: every line of the file read, then decoded by ``json.loads``, ``orjson.loads``,
   ``msgspec.json.decode`` (untyped), and ``surveil.events.codec.decode`` (typed and validated,
   what the replay does); events/s, best of ``--repeat``.
-- offline: ``surveil.anomaly_detection.replay.replay`` on the file's lines, in this process and
+- offline: ``surveil.analysis.replay.replay`` on the file's lines, in this process and
   with each of ``--workers`` worker processes (events/s and rounds/s, every one of ``--repeat``
   runs), and the ``surveil replay LOG`` command timed from start to exit (report included).
 - kafka: a deployment of its own (bench/pipeline.py's ``Pipeline``: the four services, topics
@@ -42,13 +42,13 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pipeline import CONSUMERS, Alerts, Offsets, Pipeline, load_average, proc_cpu_seconds, stop_watching  # noqa: E402
 
-from surveil.anomaly_detection.cli import DEFAULT_WORKERS  # noqa: E402
-from surveil.anomaly_detection.replay import replay  # noqa: E402
+from surveil.cli.replay import DEFAULT_WORKERS  # noqa: E402
+from surveil.analysis.replay import replay  # noqa: E402
 from surveil.core.findings import AlertCode  # noqa: E402
 from surveil.events import codec  # noqa: E402
 from surveil.sim.floor import Floor  # noqa: E402
 from surveil.sim.injections import SCOPES, Scope  # noqa: E402
-from surveil.sim.record import record_to_files  # noqa: E402
+from surveil.embedded.record import record_to_files  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SURVEIL = ROOT / ".venv" / "bin" / "surveil"

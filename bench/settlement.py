@@ -38,7 +38,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from surveil.core.money import Spot  # noqa: E402
 from surveil.events import codec  # noqa: E402
 from surveil.events import models as m  # noqa: E402
-from surveil.runtime import topics  # noqa: E402
+from surveil.events import topics  # noqa: E402
+from surveil.runtime import topic_admin  # noqa: E402
 from surveil.runtime.access import PrefixAccess  # noqa: E402
 from surveil.runtime.config import kafka_client_config  # noqa: E402
 from surveil.runtime.inproc import InProcessBus  # noqa: E402
@@ -99,7 +100,7 @@ def live(events: list[m.Event], bootstrap: str, redis_url: str, instances: int) 
     tag = f"bench-settlement-{uuid.uuid4().hex[:8]}"
     topic_prefix, redis_prefix = f"{tag}.", f"{tag}:"
     names = [topic_prefix + name for name in topics.ALL_TOPICS]
-    topics.create_topics(bootstrap, names)
+    topic_admin.create_topics(bootstrap, names)
     client = redis.Redis.from_url(redis_url)
     services: list[subprocess.Popen[bytes]] = []
     access = PrefixAccess(bootstrap, redis_url, topic_prefix, redis_prefix)  # the service as its own principal
@@ -154,7 +155,7 @@ def live(events: list[m.Event], bootstrap: str, redis_url: str, instances: int) 
         doomed = list(client.scan_iter(match=redis_prefix + "*", count=1000))
         for first in range(0, len(doomed), 500):
             client.unlink(*doomed[first:first + 500])
-        topics.delete_topics(bootstrap, names)
+        topic_admin.delete_topics(bootstrap, names)
 
 
 def main() -> None:

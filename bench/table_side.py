@@ -45,12 +45,14 @@ from typing import Any
 import redis
 from kafka import KafkaConsumer, TopicPartition
 
+from surveil.events import topics
 from surveil.events import codec
 from surveil.events import models as m
 from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
 from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.kafka import Publisher
-from surveil.runtime.topics import ALL_TOPICS, create_topics, delete_topics
+from surveil.events.topics import ALL_TOPICS
+from surveil.runtime.topic_admin import create_topics, delete_topics
 from surveil.sim.floor import Floor
 from surveil.sim.live import LiveRun, ShoeGateway, play_live
 from surveil.sim.table import ROUND_SECONDS, START, TableInput
@@ -144,7 +146,7 @@ class Completions(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
-        topic = self.deployment.prefix + m.TABLE_TOPIC
+        topic = self.deployment.prefix + topics.TABLE
         consumer = KafkaConsumer(**kafka_client_config(self.deployment.bootstrap), group_id=None, isolation_level="read_committed",
                                  auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=100)
         consumer.assign([TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()])

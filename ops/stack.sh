@@ -15,7 +15,7 @@
 #
 # Env: KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093), KAFKA_TLS_PORT (KAFKA_PORT + 2; 0: none),
 # REDIS_PORT (6379), PROMETHEUS_PORT (9090), PARTITIONS (6: the one partition count of every
-# topic in surveil.runtime.topics).
+# topic in surveil.runtime.topic_admin).
 #
 # Secured, always (docs/security.md): Kafka takes SASL/SCRAM-SHA-256 only (127.0.0.1:KAFKA_PORT
 # in plaintext, 127.0.0.1:KAFKA_TLS_PORT over TLS with a CA of its own) and authorizes with ACLs
@@ -332,7 +332,7 @@ kafka_start() {
 
 kafka_topics() {
   say "kafka: creating the topics with $PARTITIONS partitions"
-  "$PY" -m surveil.runtime.topics create --bootstrap "127.0.0.1:$KAFKA_PORT" --partitions "$PARTITIONS" |
+  "$PY" -m surveil.runtime.topic_admin create --bootstrap "127.0.0.1:$KAFKA_PORT" --partitions "$PARTITIONS" |
     sed 's/^/[stack] kafka: /' ||
     die "kafka: topics are not as wanted (another PARTITIONS earlier? ops/stack.sh down --wipe starts afresh)"
 }

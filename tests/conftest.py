@@ -36,7 +36,8 @@ from typing import Any
 
 import pytest
 
-from surveil.runtime.topics import ALL_TOPICS, create_topics, partitions_from_env
+from surveil.events.topics import ALL_TOPICS
+from surveil.runtime.topic_admin import create_topics, partitions_from_env
 
 ROOT = Path(__file__).resolve().parents[1]
 STACK_SH = ROOT / "ops" / "stack.sh"

@@ -22,8 +22,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from .anomaly_detection import report
-from .anomaly_detection.replay import ReplayResult
+from .analysis import report
+from .analysis.replay import ReplayResult
 from .core.findings import AlertCode
 from .core.profiles import DEFAULT_PROFILE, profile_names
 from .detect.floor import Floor as Detectors
@@ -31,7 +31,7 @@ from .events import codec
 from .events import models as m
 from .sim.floor import Floor
 from .sim.injections import parse_codes
-from .sim.record import record
+from .embedded.record import record
 
 DEMO_INJECTIONS = "DRAW_BANKER_EXTRA,LATE_BET,CARD_MISMATCH,PAYOUT_MISMATCH,SQUEEZE_HOLDER,PATRON_WIN_RATE"
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}

@@ -49,21 +49,22 @@ from surveil.core.play import Outcome
 from surveil.detect import patterns
 from surveil.detect.floor import Floor as Detectors
 from surveil.detect.table import TableState, TableWatch
+from surveil.events import topics
 from surveil.events import codec
 from surveil.events import models as m
-from surveil.runtime import deadletter
-from surveil.runtime.deadletter import DeadLetter
+from surveil.events import deadletter
+from surveil.events.deadletter import DeadLetter
 from surveil.runtime.inproc import InProcessBus
 from surveil.runtime.kafka import _decode as decode_record
 from surveil.runtime.processor import Processor, Rejected
-from surveil.runtime.signing import DeviceKeys
+from surveil.events.signing import DeviceKeys
 from surveil.runtime.state import MemoryBackend, State
 from surveil.settlement.processor import SettlementProcessor
-from surveil.shoe_reader import protocol
-from surveil.shoe_reader.protocol import BadLine, parse_line
+from surveil.events import shoe_protocol as protocol
+from surveil.events.shoe_protocol import BadLine, parse_line
 from surveil.shoe_reader.service import LineHandler
 from surveil.sim.floor import Floor
-from surveil.sim.record import record
+from surveil.embedded.record import record
 from surveil.sim.table import ShoeLine, TableInput
 from surveil.table_controller.processor import TableController
 
@@ -603,7 +604,7 @@ class DetectorConsumer:
     def __init__(self, topic: str) -> None:
         self.topic = topic
         self.name = f"{self.name_prefix}/{topic}"
-        self.base = _BASES[self.name] = material().topic_events(m.SHOE_TOPIC, m.TABLE_TOPIC, m.SETTLEMENT_TOPIC)
+        self.base = _BASES[self.name] = material().topic_events(topics.SHOE, topics.TABLE, topics.SETTLEMENT)
         self.snapshots: list[tuple[dict[str, bytes], dict[str, bytes], frozenset[str]]] = []
         detectors = Detectors()
         for start in range(0, len(self.base), STEP):
@@ -840,7 +841,7 @@ class HandlerConsumer:
                 status.append("rejected")
                 topic, _, value = publisher.letters[-1]
                 letter = deadletter.decode(value)
-                if topic != m.DEADLETTER_TOPIC or letter.payload != raw or not letter.reason:
+                if topic != topics.DEADLETTER or letter.payload != raw or not letter.reason:
                     return status, ("violation", f"a refused line without its dead letter: {raw!r}")
             elif (published, refused) == (0, 0) and handled is not None and handled[1] < expected.get(handled[0], 0):
                 status.append("dropped")
@@ -859,14 +860,14 @@ class HandlerConsumer:
 def consumers() -> dict[str, Any]:
     mat = material()
     return {
-        "table-controller/baccarat.shoe": ProcessorConsumer("table-controller/baccarat.shoe", TableController, m.SHOE_TOPIC, mat.controller_input),
-        "table-controller/baccarat.inputs": ProcessorConsumer("table-controller/baccarat.inputs", TableController, m.INPUTS_TOPIC,
+        "table-controller/baccarat.shoe": ProcessorConsumer("table-controller/baccarat.shoe", TableController, topics.SHOE, mat.controller_input),
+        "table-controller/baccarat.inputs": ProcessorConsumer("table-controller/baccarat.inputs", TableController, topics.INPUTS,
                                                               mat.controller_input),
-        "settlement/baccarat.table": ProcessorConsumer("settlement/baccarat.table", SettlementProcessor, m.TABLE_TOPIC,
-                                                       mat.topic_events(m.TABLE_TOPIC)),
-        "anomaly-detection/baccarat.shoe": DetectorConsumer(m.SHOE_TOPIC),
-        "anomaly-detection/baccarat.table": DetectorConsumer(m.TABLE_TOPIC),
-        "anomaly-detection/baccarat.settlement": DetectorConsumer(m.SETTLEMENT_TOPIC),
+        "settlement/baccarat.table": ProcessorConsumer("settlement/baccarat.table", SettlementProcessor, topics.TABLE,
+                                                       mat.topic_events(topics.TABLE)),
+        "anomaly-detection/baccarat.shoe": DetectorConsumer(topics.SHOE),
+        "anomaly-detection/baccarat.table": DetectorConsumer(topics.TABLE),
+        "anomaly-detection/baccarat.settlement": DetectorConsumer(topics.SETTLEMENT),
         "shoe-reader/parse_line": ParserConsumer(),
         "shoe-reader/LineHandler": HandlerConsumer(),
     }

@@ -20,7 +20,8 @@ import redis
 
 from integration.deployment import Deployment
 from surveil.runtime.access import PrefixAccess
-from surveil.runtime.topics import ALL_TOPICS, create_topics, delete_topics
+from surveil.events.topics import ALL_TOPICS
+from surveil.runtime.topic_admin import create_topics, delete_topics
 
 
 def _test_tag(request: pytest.FixtureRequest) -> str:

@@ -37,18 +37,18 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from surveil.events import codec
 from surveil.events import models as m
-from surveil.runtime import topics
+from surveil.events import topics
 from surveil.runtime.access import FLOOR_SIMULATOR, SETTLEMENT_SERVICE, PrefixAccess, redis_rules, set_redis_user
 from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.kafka import Publisher
-from surveil.runtime.signing import DeviceKeys
+from surveil.events.signing import DeviceKeys
 from surveil.runtime.state import MemoryBackend, RedisBackend
 from surveil.settlement.ledger import NAMESPACE as SETTLEMENT_NAMESPACE
 from surveil.settlement.ledger import Ledger
 from surveil.settlement.reconcile import Recomputation, recompute
 from surveil.sim.floor import Floor
 from surveil.sim.live import LiveRun, ShoeGateway, play_live
-from surveil.sim.record import record
+from surveil.embedded.record import record
 
 ROOT = Path(__file__).resolve().parents[2]
 SURVEIL = ROOT / ".venv" / "bin" / "surveil"

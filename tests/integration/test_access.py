@@ -27,10 +27,11 @@ from kafka.errors import (
 )
 from kafka.structs import OffsetAndMetadata
 
-from surveil.runtime import access, topics
+from surveil.events import topics
+from surveil.runtime import access
 from surveil.runtime.access import PrefixAccess
 from surveil.runtime.config import Settings, kafka_client_config
-from surveil.runtime.topics import delete_topics
+from surveil.runtime.topic_admin import delete_topics
 
 KAFKA_SECURED = bool(access.kafka_passwords()[access.ADMIN])
 REDIS_SECURED = bool(access.redis_passwords()[access.ADMIN])
@@ -40,7 +41,7 @@ needs_redis_auth = pytest.mark.skipif(not REDIS_SECURED, reason="Redis has no AC
 # Fail fast: a refused client must not wait out kafka-python's 30 s bootstrap or 60 s max_block.
 FAST = {"bootstrap_timeout_ms": 8000, "request_timeout_ms": 8000, "reconnect_backoff_max_ms": 500}
 
-# DESIGN.md's topic table: who writes what (and every service the dead letters).
+# docs/contract.md's topic table: who writes what (and every service the dead letters).
 WRITES = {
     access.SHOE_READER: {topics.SHOE, topics.DEADLETTER},
     access.TABLE_CONTROLLER: {topics.TABLE, topics.DEADLETTER},

@@ -17,9 +17,10 @@ import redis
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import RetriableError
 
-from surveil.runtime import topics
+from surveil.events import topics
 from surveil.runtime.config import kafka_client_config
-from surveil.runtime.topics import ALL_TOPICS, partition_counts
+from surveil.events.topics import ALL_TOPICS
+from surveil.runtime.topic_admin import partition_counts
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -21,6 +21,7 @@ from surveil.core.play import Coup, RoundResult, deal, result_of
 from surveil.core.procedure import burn_due
 from surveil.core.profiles import load_profile
 from surveil.core.shoe import shuffled_shoe
+from surveil.events import topics
 from surveil.events import codec
 from surveil.events import models as m
 from surveil.runtime.inproc import InProcessBus
@@ -63,7 +64,7 @@ class Scenario:
 
     def emit(self, cls: type[m.Event], data: m.Data, seconds: float = 1.0) -> m.Event:
         self.clock += timedelta(seconds=seconds)
-        source = "shoe-reader" if cls.topic == m.SHOE_TOPIC else "table-controller"
+        source = "shoe-reader" if cls.topic == topics.SHOE else "table-controller"
         event = codec.make(cls, data, id=f"{source}:{self.table}:{next(self._ids)}", source=f"{source}/{self.table}", time=self.clock)
         self.events.append(event)
         return event

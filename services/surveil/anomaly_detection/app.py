@@ -47,9 +47,10 @@ from ..detect.alerts import chained, raise_alert
 from ..detect.devices import signature_finding
 from ..detect.floor import chart_finding
 from ..detect.table import DealerRound, Fact, PatronBet, TableState, TableWatch
+from ..events import topics
 from ..events import codec
-from ..events.models import ALERTS_TOPIC, DEADLETTER_TOPIC, SETTLEMENT_TOPIC, SHOE_TOPIC, TABLE_TOPIC, AlertRaised
-from ..runtime import deadletter
+from ..events.models import AlertRaised
+from ..events import deadletter
 from ..runtime.config import Settings
 from ..runtime.kafka import partition_for
 from . import metrics
@@ -129,8 +130,8 @@ app = App(
     broker_commit_interval=1.0,  # what a crash can make it republish: about a second's outputs
 )
 
-alerts_topic = app.topic(settings.topic(ALERTS_TOPIC), key_type=bytes, value_type=bytes)
-deadletters_topic = app.topic(settings.topic(DEADLETTER_TOPIC), key_type=bytes, value_type=bytes)
+alerts_topic = app.topic(settings.topic(topics.ALERTS), key_type=bytes, value_type=bytes)
+deadletters_topic = app.topic(settings.topic(topics.DEADLETTER), key_type=bytes, value_type=bytes)
 FACTS = f"{SERVICE}-facts"
 facts_topic = app.topic(
     settings.topic(FACTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True
@@ -141,9 +142,9 @@ pattern_alerts_topic = app.topic(
     settings.topic(PATTERN_ALERTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True
 )
 # Dead letters too: a device message refused for its signature is an alert for its table.
-WATCHED = (SHOE_TOPIC, TABLE_TOPIC, SETTLEMENT_TOPIC, PATTERN_ALERTS, DEADLETTER_TOPIC)
+WATCHED = (topics.SHOE, topics.TABLE, topics.SETTLEMENT, PATTERN_ALERTS, topics.DEADLETTER)
 streams = app.topic(*(settings.topic(name) for name in WATCHED), key_type=bytes, value_type=bytes)
-TOPICS = {ALERTS_TOPIC: alerts_topic, DEADLETTER_TOPIC: deadletters_topic, "facts": facts_topic, PATTERN_ALERTS: pattern_alerts_topic}
+TOPICS = {topics.ALERTS: alerts_topic, topics.DEADLETTER: deadletters_topic, "facts": facts_topic, PATTERN_ALERTS: pattern_alerts_topic}
 
 watch_table = app.Table("table-watch", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
 chart_table = app.Table("pattern-charts", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
@@ -171,7 +172,7 @@ def _alert_outputs(source: str, alerts: list[AlertRaised], watched: Watched) -> 
         linked = chained(alert, watched.chain)
         assert linked.data.chain is not None
         watched.chain = linked.data.chain
-        outputs.append(Output(source, ALERTS_TOPIC, alert.subject.encode(), codec.encode(linked)))
+        outputs.append(Output(source, topics.ALERTS, alert.subject.encode(), codec.encode(linked)))
         metrics.alert_raised(alert)
         metrics.ALERT_LATENCY.labels(topic).observe(max(time.time() - alert.time.timestamp(), 0.0))
     return outputs
@@ -189,7 +190,7 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         topic = message.topic.removeprefix(settings.topic_prefix)
         source = f"{topic}:{message.offset}"
         raw: bytes = event.value
-        if topic == DEADLETTER_TOPIC:
+        if topic == topics.DEADLETTER:
             await _refused_device_message(raw, source)
             continue
         try:
@@ -227,7 +228,7 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         yield None
 
 
-_TABLE_STREAMS = {settings.topic(name): name for name in (SHOE_TOPIC, TABLE_TOPIC, SETTLEMENT_TOPIC)}
+_TABLE_STREAMS = {settings.topic(name): name for name in (topics.SHOE, topics.TABLE, topics.SETTLEMENT)}
 
 
 def _unapplied_offsets(assigned: Set[TP]) -> dict[TP, int]:

@@ -7,6 +7,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from ..core.findings import SEVERITY
 from ..core.play import Outcome
 from ..detect.table import TableState
+from ..events import topics
 from ..events import models as m
 from ..runtime.metrics import DEAD_LETTERS
 
@@ -90,7 +91,7 @@ def table_event(event: m.Event, state: TableState) -> None:
     """The per-table metrics, once ``event`` was applied to its table's ``state`` (each event once:
     a redelivered event does not come here)."""
     table = state.table_id
-    if event.topic == m.SETTLEMENT_TOPIC:  # the settlement's events are not the table's activity
+    if event.topic == topics.SETTLEMENT:  # the settlement's events are not the table's activity
         return
     # The worker's clock, not the event's time: a recorded or simulated floor replayed through
     # the broker has event times of its own, and what the room asks is "when did we last hear".

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ..runtime import logs, metrics
-from ..runtime.topics import create_topics
+from ..runtime.topic_admin import create_topics
 
 
 def main() -> None:

@@ -1,4 +1,4 @@
-"""What the checks find: each finding names its alert code (DESIGN.md) and the article it enforces."""
+"""What the checks find: each finding names its alert code (docs/contract.md) and the article it enforces."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 
 class AlertCode(StrEnum):
-    """The alert codes of DESIGN.md (v1). Codes are never renamed; new ones may be added."""
+    """The alert codes of the event contract (docs/contract.md). Codes are never renamed; new ones may be added."""
 
     # Rounds and cards (Art. 2-11)
     DRAW_PLAYER_MISSING = "DRAW_PLAYER_MISSING"

@@ -1,7 +1,7 @@
 """Exact probabilities of a round, by enumerating every ordered six-card deal through ``deal``.
 
 The anomaly detectors test outcomes against these figures, and the test suite checks them against
-the published counts (READING.md): the dealing code is the oracle's subject, not a shortcut.
+the published counts (docs/rules.md): the dealing code is the oracle's subject, not a shortcut.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ signatures dead-letter such messages; this turns each into an alert for the tabl
 from __future__ import annotations
 
 from ..core.findings import AlertCode, Finding
-from ..runtime.deadletter import SIGNATURE, DeadLetter
+from ..events.deadletter import SIGNATURE, DeadLetter
 from .alerts import Context
 from .table import Raised
 

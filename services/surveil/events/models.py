@@ -1,4 +1,4 @@
-"""The event contract v1 (DESIGN.md): one CloudEvents 1.0 structured-mode JSON object per event.
+"""The event contract v1 (docs/contract.md): one CloudEvents 1.0 structured-mode JSON object per event.
 
 Each event type is a ``msgspec`` struct: the CloudEvents envelope (``Event``) with a typed
 ``data``. The ``type`` attribute tags the union, so ``decode`` picks and validates the right
@@ -16,6 +16,7 @@ import msgspec
 from ..core.money import BetResult, Spot
 from ..core.play import Outcome
 from ..core.profiles import load_profile
+from . import topics
 
 CardCode = Annotated[str, msgspec.Meta(pattern=r"^(A|[2-9]|10|J|Q|K)[SHDC]$", description="rank + suit, e.g. 10H")]
 # Upper bounds far above any real table, so that absurd input is refused at the door: a trillion
@@ -83,6 +84,12 @@ class RoundOpenedData(Data, frozen=True, kw_only=True):
 
     def __post_init__(self) -> None:  # an unknown profile is an InvalidProfileError, a ValueError
         load_profile(self.profile)  # every check of the round needs its rules (fuzzing crashed the detectors)
+
+
+def round_id_of(table_id: str, shoe_id: str, round_no: int) -> str:
+    """The id the table-controller gives a table's ``round_no``-th round in a shoe (demonstration
+    rounds count): the same inputs give the same id after a restart or a redelivery."""
+    return f"{table_id}:{shoe_id}:{round_no}"
 
 
 class BetPlacedData(Data, frozen=True, kw_only=True):
@@ -273,133 +280,127 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
             raise ValueError(f"time {self.time.isoformat()} is not between {EARLIEST:%Y} and {LATEST.year - 1}")
 
 
-SHOE_TOPIC = "baccarat.shoe"
-TABLE_TOPIC = "baccarat.table"
-SETTLEMENT_TOPIC = "baccarat.settlement"
-ALERTS_TOPIC = "baccarat.alerts"
-DEADLETTER_TOPIC = "baccarat.deadletter"
-INPUTS_TOPIC = "baccarat.inputs"
 
 class ShoeStarted(Event, frozen=True, kw_only=True, tag="baccarat.shoe.started"):
-    topic = SHOE_TOPIC
+    topic = topics.SHOE
     data: ShoeStartedData
 
 
 class CardRead(Event, frozen=True, kw_only=True, tag="baccarat.card.read"):
-    topic = SHOE_TOPIC
+    topic = topics.SHOE
     data: CardReadData
 
 
 class CutCardReached(Event, frozen=True, kw_only=True, tag="baccarat.cut_card.reached"):
-    topic = SHOE_TOPIC
+    topic = topics.SHOE
     data: CutCardReachedData
 
 
 class ShoeEnded(Event, frozen=True, kw_only=True, tag="baccarat.shoe.ended"):
-    topic = SHOE_TOPIC
+    topic = topics.SHOE
     data: ShoeEndedData
 
 
 class RoundOpened(Event, frozen=True, kw_only=True, tag="baccarat.round.opened"):
-    topic = TABLE_TOPIC
+    topic = topics.TABLE
     data: RoundOpenedData
 
 
 class BetPlaced(Event, frozen=True, kw_only=True, tag="baccarat.bet.placed"):
-    topic = TABLE_TOPIC
+    topic = topics.TABLE
     data: BetPlacedData
 
 
 class BetChanged(Event, frozen=True, kw_only=True, tag="baccarat.bet.changed"):
-    topic = TABLE_TOPIC
+    topic = topics.TABLE
     data: BetChangedData
 
 
 class BetWithdrawn(Event, frozen=True, kw_only=True, tag="baccarat.bet.withdrawn"):
-    topic = TABLE_TOPIC
+    topic = topics.TABLE
     data: BetWithdrawnData
 
 
 class BetsClosed(Event, frozen=True, kw_only=True, tag="baccarat.bets.closed"):
-    topic = TABLE_TOPIC
+    topic = topics.TABLE
     data: BetsClosedData
 
 
 class CardsBurned(Event, frozen=True, kw_only=True, tag="baccarat.cards.burned"):
-    topic = TABLE_TOPIC
+    topic = topics.TABLE
     data: CardsBurnedData
 
 
 class RoundCompleted(Event, frozen=True, kw_only=True, tag="baccarat.round.completed"):
-    topic = TABLE_TOPIC
+    topic = topics.TABLE
     data: RoundCompletedData
 
 
 class RoundVoided(Event, frozen=True, kw_only=True, tag="baccarat.round.voided"):
-    topic = TABLE_TOPIC
+    topic = topics.TABLE
     data: RoundVoidedData
 
 
 class BetSettled(Event, frozen=True, kw_only=True, tag="baccarat.bet.settled"):
-    topic = SETTLEMENT_TOPIC
+    topic = topics.SETTLEMENT
     data: BetSettledData
 
 
 class RoundSettled(Event, frozen=True, kw_only=True, tag="baccarat.round.settled"):
-    topic = SETTLEMENT_TOPIC
+    topic = topics.SETTLEMENT
     data: RoundSettledData
 
 
 class AlertRaised(Event, frozen=True, kw_only=True, tag="baccarat.alert.raised"):
-    topic = ALERTS_TOPIC
+    topic = topics.ALERTS
     data: AlertRaisedData
 
 
 class RoundOpen(Event, frozen=True, kw_only=True, tag="baccarat.input.round.open"):
-    topic = INPUTS_TOPIC
+    topic = topics.INPUTS
     data: RoundOpenInput
 
 
 class BetPlace(Event, frozen=True, kw_only=True, tag="baccarat.input.bet.place"):
-    topic = INPUTS_TOPIC
+    topic = topics.INPUTS
     data: BetPlaceInput
 
 
 class BetChange(Event, frozen=True, kw_only=True, tag="baccarat.input.bet.change"):
-    topic = INPUTS_TOPIC
+    topic = topics.INPUTS
     data: BetChangeInput
 
 
 class BetWithdraw(Event, frozen=True, kw_only=True, tag="baccarat.input.bet.withdraw"):
-    topic = INPUTS_TOPIC
+    topic = topics.INPUTS
     data: BetWithdrawInput
 
 
 class BetsClose(Event, frozen=True, kw_only=True, tag="baccarat.input.bets.close"):
-    topic = INPUTS_TOPIC
+    topic = topics.INPUTS
     data: BetsCloseInput
 
 
 class CardsBurn(Event, frozen=True, kw_only=True, tag="baccarat.input.cards.burn"):
-    topic = INPUTS_TOPIC
+    topic = topics.INPUTS
     data: CardsBurnInput
 
 
 class CardPlace(Event, frozen=True, kw_only=True, tag="baccarat.input.card.place"):
-    topic = INPUTS_TOPIC
+    topic = topics.INPUTS
     data: CardPlaceInput
 
 
 class Squeeze(Event, frozen=True, kw_only=True, tag="baccarat.input.squeeze"):
-    topic = INPUTS_TOPIC
+    topic = topics.INPUTS
     data: SqueezeInput
 
 
 class Result(Event, frozen=True, kw_only=True, tag="baccarat.input.result"):
-    topic = INPUTS_TOPIC
+    topic = topics.INPUTS
     data: ResultInput
 
 
 class RoundVoid(Event, frozen=True, kw_only=True, tag="baccarat.input.round.void"):
-    topic = INPUTS_TOPIC
+    topic = topics.INPUTS
     data: RoundVoidInput

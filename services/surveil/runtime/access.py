@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from .topics import ALERTS, DEADLETTER, INPUTS, SETTLEMENT, SHOE, TABLE
+from ..events.topics import ALERTS, DEADLETTER, INPUTS, SETTLEMENT, SHOE, TABLE
 
 ADMIN = "admin"
 SHOE_READER = "shoe-reader"

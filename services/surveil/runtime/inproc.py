@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 
 from ..events import codec
 from ..events.models import Event
-from .deadletter import DeadLetter, dead_letter
+from ..events.deadletter import DeadLetter, dead_letter
 from .processor import Processor, Rejected
 from .state import Backend, MemoryBackend, State
 

@@ -39,13 +39,15 @@ from kafka.errors import KafkaError
 from kafka.partitioner.default import murmur2
 from kafka.structs import OffsetAndMetadata
 
+from ..events import topics
 from ..events import codec
-from ..events.models import DEADLETTER_TOPIC, Event
-from . import deadletter, metrics
+from ..events.models import Event
+from ..events import deadletter
+from . import metrics
 from .config import Settings
 from .processor import Processor, Rejected
-from .signing import HEADER as SIGNATURE_HEADER
-from .signing import SIGNED_TOPICS, DeviceKeys
+from ..events.signing import HEADER as SIGNATURE_HEADER
+from ..events.signing import SIGNED_TOPICS, DeviceKeys
 from .state import STORE_UNAVAILABLE, Backend, StaleProgress, State
 
 Output = tuple[str, bytes, bytes]  # topic, key, value
@@ -286,7 +288,7 @@ class KafkaRunner:
             key=record.key.decode(errors="replace") if record.key else None,
             kind=kind,
         )
-        return [(self.topic_prefix + DEADLETTER_TOPIC, record.key or b"", deadletter.encode(letter))]
+        return [(self.topic_prefix + topics.DEADLETTER, record.key or b"", deadletter.encode(letter))]
 
     def _publish(self, outputs: Sequence[Output], offsets: dict[TopicPartition, int]) -> None:
         """Publish ``outputs`` and commit ``offsets`` (last applied) in one transaction; retry
@@ -330,7 +332,7 @@ class KafkaRunner:
 
     def _partition(self, topic: str, key: bytes) -> int:
         """``partition_for(key)``, worked out once per key: partitioning every record afresh cost a
-        tenth of the producer's time. Partition counts are fixed for the life of the topics (DESIGN.md)."""
+        tenth of the producer's time. Partition counts are fixed for the life of the topics (docs/contract.md)."""
         partition = self._partitions.get((topic, key))
         if partition is None:
             partition = self._partitions[topic, key] = partition_for(key, len(self.producer.partitions_for(topic)))

@@ -34,10 +34,11 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
-from ..events.models import SETTLEMENT_TOPIC, SHOE_TOPIC, TABLE_TOPIC
+
 from . import logs, metrics
 from .config import Settings, kafka_client_config
-from .topics import INPUTS
+from ..events import topics
+from ..events.topics import INPUTS
 
 SERVICE = "lag-exporter"
 DEFAULT_INTERVAL = 5.0  # seconds between polls; Prometheus scrapes every 5 s
@@ -45,9 +46,9 @@ DEFAULT_INTERVAL = 5.0  # seconds between polls; Prometheus scrapes every 5 s
 # The consumer groups (named after their processor; faust's app id for anomaly-detection) and the
 # topics each consumes. Topics a group committed offsets for are added to these.
 GROUPS: dict[str, tuple[str, ...]] = {
-    "table-controller": (SHOE_TOPIC, INPUTS),
-    "settlement": (TABLE_TOPIC,),
-    "anomaly-detection": (SHOE_TOPIC, TABLE_TOPIC, SETTLEMENT_TOPIC, "anomaly-detection-facts"),
+    "table-controller": (topics.SHOE, INPUTS),
+    "settlement": (topics.TABLE,),
+    "anomaly-detection": (topics.SHOE, topics.TABLE, topics.SETTLEMENT, "anomaly-detection-facts"),
 }
 
 LAG = Gauge(

@@ -29,6 +29,7 @@ from ..core import money
 from ..core.money import BetResult, Settlement, Spot
 from ..core.play import RoundResult
 from ..core.profiles import HouseProfile, load_profile
+from ..events import topics
 from ..events import codec
 from ..events import models as m
 from ..runtime.processor import Rejected
@@ -67,7 +68,7 @@ def _reject(kind: str, reason: str) -> Rejected:
 
 class SettlementProcessor:
     name: ClassVar[str] = "settlement"
-    consumes: ClassVar[tuple[str, ...]] = (m.TABLE_TOPIC,)
+    consumes: ClassVar[tuple[str, ...]] = (topics.TABLE,)
 
     def process(self, event: m.Event, state: State) -> Sequence[m.Event]:
         handler = _HANDLERS.get(type(event))

@@ -16,7 +16,7 @@ from typing import Any, BinaryIO
 import msgspec
 
 from ..events import codec
-from ..runtime.deadletter import DeadLetter
+from ..events.deadletter import DeadLetter
 from ..runtime.inproc import InProcessBus
 from ..runtime.state import MemoryBackend
 from .ledger import Ledger, ShiftLedger

@@ -36,12 +36,14 @@ import structlog
 from kafka import KafkaConsumer, TopicPartition
 from prometheus_client import Counter, Gauge
 
-from ..events.models import DEADLETTER_TOPIC, SHOE_TOPIC
-from ..runtime import deadletter, logs, metrics
+
+from ..events import topics
+from ..events import deadletter
+from ..runtime import logs, metrics
 from ..runtime.config import Settings
 from ..runtime.kafka import Publisher
-from ..runtime.signing import DeviceKeys
-from .protocol import BadLine, Problem, parse_line
+from ..events.signing import DeviceKeys
+from ..events.shoe_protocol import BadLine, Problem, parse_line
 
 SERVICE = "shoe-reader"
 DEFAULT_PORT = 7007
@@ -62,7 +64,7 @@ class _Id(msgspec.Struct):
 
 def published_sequences(settings: Settings, lookback_ms: int = LOOKBACK_MS) -> dict[str, int]:
     """The last sequence number published per table, from the tail of ``baccarat.shoe``."""
-    topic = settings.topic_prefix + SHOE_TOPIC
+    topic = settings.topic_prefix + topics.SHOE
     consumer = KafkaConsumer(**settings.kafka_client(), group_id=None, enable_auto_commit=False, isolation_level="read_committed")
     try:
         partitions = consumer.partitions_for_topic(topic) or set()
@@ -170,7 +172,7 @@ class LineHandler:
         self.log.warning("line rejected", origin=origin, reason=error.reason, line=raw[:120].decode("ascii", "replace"))
         kind = deadletter.SIGNATURE if error.problem is Problem.SIGNATURE else deadletter.INVALID
         letter = deadletter.dead_letter(SERVICE, raw, error.reason, origin=origin, key=error.claims, kind=kind)
-        return self.publisher.publish_raw(DEADLETTER_TOPIC, (error.claims or origin).encode(), deadletter.encode(letter))
+        return self.publisher.publish_raw(topics.DEADLETTER, (error.claims or origin).encode(), deadletter.encode(letter))
 
 
 class AckWindow:

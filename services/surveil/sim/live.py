@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import structlog
 
 from ..runtime.kafka import Publisher
-from ..runtime.signing import DeviceKeys
-from ..shoe_reader.protocol import signed_line
+from ..events.signing import DeviceKeys
+from ..events.shoe_protocol import signed_line
 from .floor import Floor
 from .injections import Label
 from .table import ROUND_SECONDS, START, ShoeLine, TableInput, Truth

@@ -30,8 +30,7 @@ from ..core.profiles import HouseProfile, LastRound
 from ..core.shoe import shuffled_shoe
 from ..events import codec
 from ..events import models as m
-from ..shoe_reader.protocol import Kind, format_line
-from ..table_controller.processor import round_id_of
+from ..events.shoe_protocol import Kind, format_line
 from .injections import DRAW_ERRORS, SCOPES, TIE_CHANGES, Label, Scope
 
 START = datetime(2026, 11, 29, tzinfo=timezone.utc)
@@ -361,7 +360,7 @@ class TableSim:
         if shoe.shoe_id != self.round_shoe:
             self.round_shoe, self.round_no = shoe.shoe_id, 0
         self.round_no += 1
-        rnd = SimRound(round_id_of(self.table_id, shoe.shoe_id, self.round_no), self.round_no, demo, self.carried, self._dealer_id())
+        rnd = SimRound(m.round_id_of(self.table_id, shoe.shoe_id, self.round_no), self.round_no, demo, self.carried, self._dealer_id())
         self.carried = {}
         injection = None if demo else self._armed(shoe_start=False)
         self._input(

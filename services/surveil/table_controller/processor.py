@@ -27,6 +27,7 @@ import msgspec
 from ..core.money import Spot
 from ..core.play import Outcome
 from ..core.profiles import InvalidProfileError, load_profile
+from ..events import topics
 from ..events import codec
 from ..events import models as m
 from ..runtime.processor import Rejected
@@ -34,11 +35,6 @@ from ..runtime.state import State
 
 SOURCE = "table-controller"
 REMEMBERED_INPUTS = 64  # input ids kept per table to recognise one delivered twice
-
-
-def round_id_of(table_id: str, shoe_id: str, round_no: int) -> str:
-    """The id of a table's ``round_no``-th round in a shoe (demonstration rounds count)."""
-    return f"{table_id}:{shoe_id}:{round_no}"
 
 
 class Bet(msgspec.Struct):
@@ -107,7 +103,7 @@ Handler = Callable[["TableController", Table, m.Event, State], list[m.Event]]
 
 class TableController:
     name: ClassVar[str] = "table-controller"
-    consumes: ClassVar[tuple[str, ...]] = (m.SHOE_TOPIC, m.INPUTS_TOPIC)
+    consumes: ClassVar[tuple[str, ...]] = (topics.SHOE, topics.INPUTS)
 
     def prefetch(self, events: Sequence[m.Event], state: State) -> None:
         """Read, in one round trip, the state a batch of events needs: each table's, and the
@@ -117,7 +113,7 @@ class TableController:
             if type(event) in _HANDLERS:
                 d = event.data  # type: ignore[attr-defined]
                 keys.append(state.key("table", d.table_id))
-                if event.topic == m.SHOE_TOPIC:
+                if event.topic == topics.SHOE:
                     keys.append(_shoe_key(state, d.table_id, d.shoe_id))
         state.prefetch(*keys)
 
@@ -130,7 +126,7 @@ class TableController:
             raise Rejected(f"event {event.id}: subject {event.subject} is not its table {table_id}")
         key = state.key("table", table_id)
         table = state.get(key, Table) or Table(table_id)
-        if event.topic == m.SHOE_TOPIC:
+        if event.topic == topics.SHOE:
             outputs = handler(self, table, event, state)
         else:
             if event.id in table.recent_inputs:
@@ -157,7 +153,7 @@ class TableController:
             table.shoe_id, table.round_no = d.shoe_id, 0
             self._forget_shoes_before(table, d.shoe_id, state)
         table.round_no += 1
-        round_id = round_id_of(table.table_id, d.shoe_id, table.round_no)
+        round_id = m.round_id_of(table.table_id, d.shoe_id, table.round_no)
         outputs: list[m.Event] = [
             _make(m.CardsBurned, m.CardsBurnedData(table_id=table.table_id, shoe_id=d.shoe_id, round_id=None, indices=burn.indices),
                   f"{burn.input_id}/burned", burn.time)

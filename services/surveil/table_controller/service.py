@@ -8,7 +8,7 @@ import structlog
 from ..runtime import logs, metrics
 from ..runtime.config import Settings
 from ..runtime.kafka import KafkaRunner
-from ..runtime.signing import DeviceKeys
+from ..events.signing import DeviceKeys
 from ..runtime.state import RedisBackend
 from .processor import TableController
 

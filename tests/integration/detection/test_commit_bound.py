@@ -11,7 +11,7 @@ import pytest
 from kafka.errors import KafkaError
 
 from integration.deployment import Deployment, offline_events
-from surveil.runtime import topics
+from surveil.events import topics
 
 SERVICE = "anomaly-detection"
 

@@ -14,12 +14,13 @@ from kafka import KafkaConsumer, TopicPartition
 from integration.deployment import Deployment
 from surveil.events import codec
 from surveil.events import models as m
-from surveil.runtime import deadletter, topics
+from surveil.events import deadletter
+from surveil.events import topics
 from surveil.runtime.access import FLOOR_SIMULATOR
 from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.kafka import Publisher
-from surveil.runtime.signing import DeviceKeys
-from surveil.shoe_reader.protocol import Kind, format_line, signed_line
+from surveil.events.signing import DeviceKeys
+from surveil.events.shoe_protocol import Kind, format_line, signed_line
 
 NOW = datetime.now(timezone.utc)
 

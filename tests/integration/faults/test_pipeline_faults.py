@@ -23,11 +23,11 @@ import msgspec
 import pytest
 
 from integration.deployment import CONSUMES, ROOT, SERVICES, Deployment, dump_memory, offline_events, offline_settlement, settlement_events
-from surveil.anomaly_detection.replay import replay
-from surveil.anomaly_detection.verify import verify
+from surveil.analysis.replay import replay
+from surveil.analysis.verify import verify
 from surveil.events import codec
 from surveil.events import models as m
-from surveil.runtime import topics
+from surveil.events import topics
 from surveil.sim.floor import Floor
 from surveil.sim.injections import parse_codes
 

@@ -28,11 +28,12 @@ import redis
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from surveil.runtime import topics
+from surveil.events import topics
 from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
 from surveil.runtime.config import kafka_client_config
 from surveil.runtime.lag_exporter import LagReader
-from surveil.runtime.topics import ALL_TOPICS, create_topics, delete_topics
+from surveil.events.topics import ALL_TOPICS
+from surveil.runtime.topic_admin import create_topics, delete_topics
 
 ROOT = Path(__file__).resolve().parents[3]
 SURVEIL = ROOT / ".venv" / "bin" / "surveil"

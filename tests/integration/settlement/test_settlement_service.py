@@ -30,7 +30,8 @@ from surveil.cli import main
 from surveil.core.money import BetResult
 from surveil.events import codec
 from surveil.events import models as m
-from surveil.runtime import deadletter, topics
+from surveil.events import deadletter
+from surveil.events import topics
 from surveil.settlement import ledger as ledger_
 from surveil.settlement.ledger import PatronTotals, TableTotals
 

@@ -14,7 +14,7 @@ from pathlib import Path
 from integration.deployment import ROOT, Deployment, offline_events, validator
 from surveil.events import codec
 from surveil.events import models as m
-from surveil.runtime import topics
+from surveil.events import topics
 from surveil.runtime.config import Settings
 from surveil.shoe_reader.service import published_sequences
 from surveil.sim.floor import Floor

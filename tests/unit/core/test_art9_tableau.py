@@ -1,6 +1,6 @@
 """Art. 9, case by case: the Player rule and the full Banker tableau.
 
-The expected decisions and clauses come from ``transcribed_rules`` (READING.md Art. 9 written out
+The expected decisions and clauses come from ``transcribed_rules`` (docs/rules.md, Art. 9 written out
 by hand, cross-checked against the clauses of the Chinese text), never from the code under test.
 Each case is checked against ``player_rule``/``banker_rule``, the flat ``PLAYER_DRAWS`` /
 ``BANKER_DRAWS`` lookups and ``deal()``.
@@ -75,7 +75,7 @@ def _covering(banker_two: int, column: int | str) -> list[BankerClause]:
 
 
 def test_art9_3_4_banker_grid_agrees_with_the_zh_clauses() -> None:
-    """Every cell of the hand-written Banker grid (READING.md) is covered by exactly one clause
+    """Every cell of the hand-written Banker grid (docs/rules.md) is covered by exactly one clause
     of the Chinese Art. 9(三)/(四), with the same decision and clause number; every clause is used."""
     used = set()
     for b in range(10):

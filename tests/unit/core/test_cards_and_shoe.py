@@ -11,10 +11,10 @@ from surveil.core.cards import CARD_POINTS, DECK, Card, InvalidCardError, Rank, 
 from surveil.core.play import hand_total, is_natural, is_pair, outcome_of, Outcome
 from surveil.core.shoe import InvalidShoeError, ShoeComposition, check_decks, shuffled_shoe
 
-# DESIGN.md: a card is rank + suit, ranks A 2 3 4 5 6 7 8 9 10 J Q K, suits S H D C.
+# docs/contract.md: a card is rank + suit, ranks A 2 3 4 5 6 7 8 9 10 J Q K, suits S H D C.
 CONTRACT_RANKS = "A 2 3 4 5 6 7 8 9 10 J Q K".split()
 CONTRACT_SUITS = "S H D C".split()
-# READING.md Art. 5, written out.
+# docs/rules.md, Art. 5, written out.
 ART5 = {"A": 1, "2": 2, "3": 3, "4": 4, "5": 5, "6": 6, "7": 7, "8": 8, "9": 9, "10": 0, "J": 0, "Q": 0, "K": 0}
 
 

@@ -1,4 +1,4 @@
-"""House profiles (DESIGN.md "House profiles"): the shipped ones load; broken ones name the field."""
+"""House profiles (docs/contract.md, "House profiles"): the shipped ones load; broken ones name the field."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The exhaustive enumeration against the published figures (READING.md, "Reference figures").
+"""The exhaustive enumeration against the published figures (docs/rules.md, "Reference figures").
 
 Like perft counts for a chess move generator: ``outcome_counts`` drives every ordered six-card
 deal through ``deal``, so a single wrong cell of the tableau moves these counts. About 6 s per

@@ -5,7 +5,7 @@ Two transcriptions of the same article, in two shapes, so a slip in either shows
 disagreement (``test_art9_tableau.py`` checks they agree before using them):
 
 1. ``PLAYER_GRID`` and ``BANKER_GRID``: the full tableaux, one cell per case, transcribed from
-   READING.md Art. 9. Each cell is ``D`` (draws) or ``S`` (stands) followed by the clause that
+   docs/rules.md, Art. 9. Each cell is ``D`` (draws) or ``S`` (stands) followed by the clause that
    decides it: ``D31`` is "draws, Art. 9(3)(1)", ``S44`` is "stands, Art. 9(4)(4)", ``D1`` is
    "draws, Art. 9(1)". Card values are Art. 5 points: 0 is 10, J, Q or K.
 2. ``ZH_CLAUSES``: the clauses of Art. 9 as the Chinese text words them (the Art. 9 clauses carry
@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 # Player two-card total (rows) x Banker two-card total (columns).
-# READING.md Art. 9(1): the Player draws on 0-5; 9(2): stands on 6 or 7, and nobody draws
+# docs/rules.md, Art. 9(1): the Player draws on 0-5; 9(2): stands on 6 or 7, and nobody draws
 # when either hand has 8 or 9.
 PLAYER_GRID_TEXT = """
             b0  b1  b2  b3  b4  b5  b6  b7  b8  b9
@@ -37,7 +37,7 @@ PLAYER_GRID_TEXT = """
 """
 
 # Banker two-card total (rows) x the Player's third card (columns 0-9), and "the Player stood"
-# (last column), for a Player without a natural. READING.md Art. 9(3)-(4):
+# (last column), for a Player without a natural. docs/rules.md, Art. 9(3)-(4):
 #   draws on 0, 1, 2 whatever the Player drew; on 3 if the Player's third card is not 8; on 4 if
 #   it is 2-7; on 5 if it is 4-7; on 6 if it is 6 or 7; on 0-5 when the Player did not draw.
 #   stands on 3 against an 8; on 4 against A, 8, 9, 0; on 5 against A, 2, 3, 8, 9, 0; on 6
@@ -61,7 +61,7 @@ PLAYER_NATURAL_ARTICLE = "Art. 9(4)(6)"
 
 STOOD = "stood"  # the column key for "the Player did not draw"
 
-# READING.md Art. 5: 10, J, Q, K count 0; A counts 1; 2 to 9 their face value.
+# docs/rules.md, Art. 5: 10, J, Q, K count 0; A counts 1; 2 to 9 their face value.
 ART5_POINTS: dict[str, int] = {
     "A": 1, "2": 2, "3": 3, "4": 4, "5": 5, "6": 6, "7": 7, "8": 8, "9": 9,
     "10": 0, "J": 0, "Q": 0, "K": 0,

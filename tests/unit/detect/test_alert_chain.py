@@ -9,8 +9,8 @@ import msgspec
 import pytest
 from support.scenario import BetSpec, Scenario, lines
 
-from surveil.anomaly_detection.replay import replay
-from surveil.anomaly_detection.verify import verify
+from surveil.analysis.replay import replay
+from surveil.analysis.verify import verify
 from surveil.core.money import Spot
 from surveil.detect.alerts import chain_link
 from surveil.events import codec

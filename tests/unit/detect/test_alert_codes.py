@@ -1,4 +1,4 @@
-"""Every alert code of DESIGN.md: a minimal recorded log that raises exactly that alert, and a
+"""Every alert code of the contract (docs/contract.md): a minimal recorded log that raises exactly that alert, and a
 legal twin that raises nothing. The logs go through the offline replay, as an analyst's would."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import msgspec
 import pytest
 from support.scenario import BetSpec, Scenario, lines
 
-from surveil.anomaly_detection.replay import replay
+from surveil.analysis.replay import replay
 from surveil.core.cards import CARDS
 from surveil.core.findings import AlertCode
 from surveil.core.money import Spot

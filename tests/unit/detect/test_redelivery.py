@@ -10,14 +10,15 @@ import random
 import msgspec
 import pytest
 
-from surveil.anomaly_detection.replay import replay
+from surveil.analysis.replay import replay
 from surveil.detect.table import _HANDLERS as HANDLED
 from surveil.detect.table import RECENT_IDS, TableState, TableWatch, _in_window, id_digest
+from surveil.events import topics
 from surveil.events import codec
 from surveil.events import models as m
 from surveil.sim.floor import Floor
 from surveil.sim.injections import parse_codes
-from surveil.sim.record import record
+from surveil.embedded.record import record
 
 INJECT = "DRAW_BANKER_EXTRA,LATE_BET,CARD_MISMATCH,PAYOUT_MISMATCH"
 
@@ -62,7 +63,7 @@ def test_an_aborted_transactions_copy_before_its_committed_retry_changes_nothing
 def test_the_streams_interleaved_differently_raise_the_same_alerts(floor: list[m.Event]) -> None:
     """Late events: each topic keeps its order, but the shoe, table and settlement streams arrive
     shifted against each other (a consumer behind on one of them)."""
-    by_topic = {topic: [e for e in floor if e.topic == topic] for topic in (m.SHOE_TOPIC, m.TABLE_TOPIC, m.SETTLEMENT_TOPIC)}
+    by_topic = {topic: [e for e in floor if e.topic == topic] for topic in (topics.SHOE, topics.TABLE, topics.SETTLEMENT)}
     rng = random.Random(11)
     merged: list[m.Event] = []
     while any(by_topic.values()):
@@ -84,7 +85,7 @@ def test_a_second_settlement_with_its_own_id_is_still_an_alert(floor: list[m.Eve
 def test_the_window_of_seen_ids_is_the_tables_last_events(floor: list[m.Event]) -> None:
     """What the state keeps (and stores with every event, live) is bounded: the last RECENT_IDS ids."""
     table = floor[0].subject
-    own = [e for e in floor if e.subject == table and e.topic in (m.SHOE_TOPIC, m.TABLE_TOPIC, m.SETTLEMENT_TOPIC)]
+    own = [e for e in floor if e.subject == table and e.topic in (topics.SHOE, topics.TABLE, topics.SETTLEMENT)]
     assert len(own) > RECENT_IDS
     watch = TableWatch(TableState(table))
     for event in own:
@@ -140,11 +141,11 @@ def test_a_table_stream_shoes_behind_the_shoe_stream_raises_nothing_extra() -> N
     ended is judged once the table stream has left it, not before its rounds arrived."""
     events: list[m.Event] = []
     record(Floor(tables=1, shoes=3, seed=7, inject=parse_codes(INJECT)), events.append, lambda label: None)
-    events = [e for e in events if e.topic in (m.SHOE_TOPIC, m.TABLE_TOPIC, m.SETTLEMENT_TOPIC)]
-    tables = [i for i, e in enumerate(events) if e.topic != m.SHOE_TOPIC]
+    events = [e for e in events if e.topic in (topics.SHOE, topics.TABLE, topics.SETTLEMENT)]
+    tables = [i for i, e in enumerate(events) if e.topic != topics.SHOE]
     stall = tables[len(tables) // 6]  # a few rounds into the first shoe
     later = events[stall:]
-    stalled = events[:stall] + [e for e in later if e.topic == m.SHOE_TOPIC] + [e for e in later if e.topic != m.SHOE_TOPIC]
+    stalled = events[:stall] + [e for e in later if e.topic == topics.SHOE] + [e for e in later if e.topic != topics.SHOE]
     assert alert_ids(stalled) == alert_ids(events)
     assert alert_ids(events)  # the injected ones, so the comparison has something to compare
 

@@ -8,13 +8,13 @@ import os
 
 import pytest
 
-from surveil.anomaly_detection import replay as replay_module
-from surveil.anomaly_detection.replay import ReplayResult, Router, Shard, replay
+from surveil.analysis import replay as replay_module
+from surveil.analysis.replay import ReplayResult, Router, Shard, replay
 from surveil.events import codec
 from surveil.events import models as m
 from surveil.sim.floor import Floor
 from surveil.sim.injections import parse_codes
-from surveil.sim.record import record
+from surveil.embedded.record import record
 
 INJECT = "DRAW_BANKER_EXTRA,LATE_BET,CARD_MISMATCH,PAYOUT_MISMATCH,PATRON_WIN_RATE,DEALER_ERROR_RATE,UNSETTLED_BET,CARD_OVERCOUNT"
 

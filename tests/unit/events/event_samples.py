@@ -1,4 +1,4 @@
-"""One valid sample per event type, as it travels on the wire (DESIGN.md "The event contract, v1").
+"""One valid sample per event type, as it travels on the wire (docs/contract.md).
 
 A new event type needs a sample here: ``test_every_event_type_has_a_sample`` fails until it has one.
 """

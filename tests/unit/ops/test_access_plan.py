@@ -1,5 +1,5 @@
 """The access plan (surveil.runtime.access) and the client security settings
-(surveil.runtime.config), without a broker: who may write and read what follows DESIGN.md's topic
+(surveil.runtime.config), without a broker: who may write and read what follows docs/contract.md's topic
 table, the names in the ACLs are the names the code uses, and secrets go where they should and
 nowhere else. tests/integration/test_access.py checks the same on the real broker and Redis."""
 
@@ -10,12 +10,13 @@ from collections import defaultdict
 
 import pytest
 
-from surveil.runtime import access, topics
+from surveil.events import topics
+from surveil.runtime import access
 from surveil.runtime.config import Settings, kafka_client_config, redacted
 from surveil.runtime.lag_exporter import GROUPS
 from surveil.runtime.state import MemoryBackend, State
 
-# DESIGN.md, "Topics": the producer of each topic; every service may write the dead letters.
+# docs/contract.md, "Topics": the producer of each topic; every service may write the dead letters.
 PRODUCERS = {
     topics.SHOE: access.SHOE_READER,
     topics.TABLE: access.TABLE_CONTROLLER,

@@ -445,10 +445,10 @@ def test_kafka_runs_kraft_single_node_with_the_shared_partition_count(deployment
 def test_kafka_init_creates_the_topics_once_kafka_is_healthy(deployment: Deployment) -> None:
     init = deployment.services["kafka-init"]
     assert init.image == deployment.image
-    assert init.entrypoint[:3] == ["python", "-m", "surveil.runtime.topics"] and init.command[:1] == ["create"]
-    from surveil.runtime import topics
+    assert init.entrypoint[:3] == ["python", "-m", "surveil.runtime.topic_admin"] and init.command[:1] == ["create"]
+    from surveil.runtime import topic_admin
 
-    assert callable(topics.main)
+    assert callable(topic_admin.main)
     assert init.depends_on == {"kafka": "service_healthy"}
     assert init.restart in (None, "no"), "a one-shot job: restarting it would hide a failure"
 
@@ -824,7 +824,7 @@ def test_the_dockerfile_builds_one_non_root_image_with_surveil_as_entrypoint() -
             if not source.startswith("--"):
                 assert (ROOT / source).exists(), f"COPY {source}: no such path"
                 assert not _dockerignore_excludes(source, patterns), f"COPY {source}: left out by .dockerignore"
-    for kept in ("pyproject.toml", "README.md", "services/surveil/cli.py", "services/surveil/profiles/dicj.toml"):
+    for kept in ("pyproject.toml", "README.md", "services/surveil/cli/__init__.py", "services/surveil/profiles/dicj.toml"):
         assert not _dockerignore_excludes(kept, patterns), f"{kept} is left out of the build"
     for dropped in (".venv/bin/python", ".git/HEAD", ".stack/kafka/kafka.log", "tests/conftest.py",
                     "services/surveil/__pycache__/cli.cpython-311.pyc", ".env"):

@@ -9,9 +9,9 @@ import msgspec
 import pytest
 from support.scenario import BetSpec, Scenario, lines
 
-from surveil.anomaly_detection import incident as inc
-from surveil.anomaly_detection.incident import IncidentCollector, common_run, correct_play, play_differences, rules_give
-from surveil.anomaly_detection.replay import ReplayResult, replay
+from surveil.analysis import incident as inc
+from surveil.analysis.incident import IncidentCollector, common_run, correct_play, play_differences, rules_give
+from surveil.analysis.replay import ReplayResult, replay
 from surveil.core.cards import CARDS
 from surveil.core.money import BetResult, Commission, Settlement, Spot
 from surveil.core.play import Coup, deal

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from incident_dom import Node, parse
 from support.scenario import BetSpec, Scenario, lines
 
-from surveil.anomaly_detection.incident import IncidentCollector, card_text
-from surveil.anomaly_detection.replay import replay
-from surveil.anomaly_detection.report import stake_of
+from surveil.analysis.incident import IncidentCollector, card_text
+from surveil.analysis.replay import replay
+from surveil.analysis.report import stake_of
 from surveil.cli import main
 from surveil.core.cards import CARDS
 from surveil.core.money import Spot

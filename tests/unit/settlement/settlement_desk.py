@@ -7,6 +7,7 @@ from datetime import datetime, timedelta, timezone
 
 from surveil.core.money import Spot
 from surveil.core.play import Outcome
+from surveil.events import topics
 from surveil.events import codec
 from surveil.events import models as m
 from surveil.runtime.inproc import InProcessBus
@@ -31,7 +32,7 @@ class Desk:
         self.bus.attach(SettlementProcessor())
         self.ledger = Ledger(self.backend)
         self.published: list[m.Event] = []
-        self.bus.tap(lambda event: self.published.append(event) if event.topic == m.SETTLEMENT_TOPIC else None)
+        self.bus.tap(lambda event: self.published.append(event) if event.topic == topics.SETTLEMENT else None)
         self.clock = START
         self._ids = itertools.count(1)
 

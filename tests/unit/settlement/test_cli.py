@@ -16,7 +16,7 @@ from surveil.core.money import Spot
 from surveil.core.play import Outcome
 from surveil.events import codec
 from surveil.runtime.state import State
-from surveil.settlement import cli as settlement_cli
+from surveil.cli import ledger as settlement_cli
 from surveil.settlement import ledger
 from surveil.settlement.reconcile import Difference, compare, log_lines, recompute
 from unit.settlement.table_play import floor, one_of_each

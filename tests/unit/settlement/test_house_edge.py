@@ -1,4 +1,4 @@
-"""Over a long run the house keeps, per unit staked, READING.md's house edges on every spot:
+"""Over a long run the house keeps, per unit staked, the house edges of docs/rules.md on every spot:
 Banker 1.06% (with the 5% commission), Player 1.24%, Tie 14.36% at 8 to 1, each pair 10.36% at
 11 to 1 (8 decks). Whole shoes are dealt by the rules, settled offline by the processor on the
 InProcessBus, and the house's result is read from the published bet settlements.

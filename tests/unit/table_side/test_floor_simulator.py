@@ -13,7 +13,7 @@ from functools import cache
 import msgspec
 import pytest
 
-from surveil.anomaly_detection.replay import replay
+from surveil.analysis.replay import replay
 from surveil.core import money
 from surveil.core.cards import CARDS
 from surveil.core.findings import AlertCode
@@ -24,7 +24,7 @@ from surveil.events import codec
 from surveil.events import models as m
 from surveil.sim.floor import Floor
 from surveil.sim.injections import INJECTABLE, SCOPES, TIE_CHANGES, InjectionError, Label, Scope
-from surveil.sim.record import record
+from surveil.embedded.record import record
 from surveil.sim.table import ShoeLine, TableInput, Tamper, Truth
 
 
@@ -200,7 +200,7 @@ def test_the_last_round_follows_the_profile() -> None:
 
 
 def test_outcome_and_pair_frequencies_match_the_exact_odds_within_four_standard_errors() -> None:
-    """Banker, Player and Tie against READING.md's exact figures (core.odds.outcome_counts(8)), and
+    """Banker, Player and Tie against the exact figures of docs/rules.md (core.odds.outcome_counts(8)), and
     each pair against 31/415, over ~13,000 rounds. Rounds of one shoe are not quite independent,
     but the dependence is far too small to matter at four standard errors (a false failure about
     once in 16,000 runs per proportion)."""

@@ -17,7 +17,7 @@ from surveil.core.play import deal
 from surveil.events import codec
 from surveil.events import models as m
 from surveil.sim.floor import Floor
-from surveil.sim.record import record
+from surveil.embedded.record import record
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
 

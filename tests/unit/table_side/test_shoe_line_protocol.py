@@ -10,8 +10,8 @@ from datetime import datetime, timezone
 import pytest
 
 from surveil.events import models as m
-from surveil.shoe_reader import protocol
-from surveil.shoe_reader.protocol import BadLine, Kind, Problem, format_line, parse_line
+from surveil.events import shoe_protocol as protocol
+from surveil.events.shoe_protocol import BadLine, Kind, Problem, format_line, parse_line
 
 RECEIVED = datetime(2026, 11, 29, 12, 0, 0, tzinfo=timezone.utc)
 AT = datetime(2026, 11, 29, 11, 0, 5, 120000, tzinfo=timezone.utc)

@@ -15,10 +15,11 @@ from typing import Any
 import pytest
 from prometheus_client import REGISTRY
 
+from surveil.events import topics
 from surveil.events import codec
 from surveil.events import models as m
-from surveil.runtime import deadletter
-from surveil.shoe_reader.protocol import Kind, format_line
+from surveil.events import deadletter
+from surveil.events.shoe_protocol import Kind, format_line
 from surveil.shoe_reader.service import AckWindow, LineHandler, replay_capture, serve_tcp
 from surveil.sim.live import ShoeGateway
 
@@ -69,10 +70,10 @@ class Broker:
         return future
 
     def events(self) -> list[m.Event]:
-        return [codec.decode(value) for topic, _, value, _ in self.sent if topic == m.SHOE_TOPIC]
+        return [codec.decode(value) for topic, _, value, _ in self.sent if topic == topics.SHOE]
 
     def dead_letters(self) -> list[deadletter.DeadLetter]:
-        return [deadletter.decode(value) for topic, _, value, _ in self.sent if topic == m.DEADLETTER_TOPIC]
+        return [deadletter.decode(value) for topic, _, value, _ in self.sent if topic == topics.DEADLETTER]
 
 
 def card(seq: int, index: int | None = None, table: str = "T07") -> bytes:

@@ -9,9 +9,9 @@ from datetime import datetime, timezone
 import pytest
 
 from surveil.detect.devices import signature_finding
-from surveil.runtime import deadletter
-from surveil.runtime.signing import DeviceKeys, shoe_device
-from surveil.shoe_reader.protocol import BadLine, Kind, Problem, format_line, parse_line, signed_line
+from surveil.events import deadletter
+from surveil.events.signing import DeviceKeys, shoe_device
+from surveil.events.shoe_protocol import BadLine, Kind, Problem, format_line, parse_line, signed_line
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
 KEYS = DeviceKeys("floor secret")
@@ -47,7 +47,7 @@ def test_a_line_without_its_shoes_signature_is_refused_and_trusted_for_nothing(l
 
 def test_a_re_checksummed_forgery_of_another_tables_line_is_refused() -> None:
     forged = signed_line(card("T08"), KEYS).decode().replace("T08", "T07", 1).rpartition(" *")[0].encode()
-    from surveil.shoe_reader.protocol import checksum
+    from surveil.events.shoe_protocol import checksum
 
     with pytest.raises(BadLine) as refused:
         parse_line(forged + b" *" + checksum(forged).encode() + b"\n", NOW, KEYS)

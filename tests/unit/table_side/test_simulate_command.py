@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from surveil.anomaly_detection.replay import open_log, replay
+from surveil.analysis.replay import open_log, replay
 from surveil.cli import main
 from surveil.events import codec
 

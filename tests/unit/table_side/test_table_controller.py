@@ -12,7 +12,7 @@ from controller_harness import SHOE, TABLE, Table, data, types
 from surveil.events import models as m
 from surveil.sim.floor import Floor
 from surveil.sim.table import ShoeLine, TableInput
-from surveil.shoe_reader.protocol import parse_line
+from surveil.events.shoe_protocol import parse_line
 
 PLAYER_WINS = {"player_total": 9, "banker_total": 7, "outcome": "player", "player_pair": False, "banker_pair": False}
 TIE = {"player_total": 7, "banker_total": 7, "outcome": "tie", "player_pair": False, "banker_pair": False}

@@ -1,9 +1,8 @@
-"""The Kafka topics of the system: the one list that code, tests and ops/stack.sh share.
+"""Creating, listing and deleting the contract's topics (``surveil.events.topics``) on a broker.
 
-Every topic is keyed by ``table_id`` and all share one partition count, so that faust can
-co-partition them (see DESIGN.md, "Topics"). ``ops/stack.sh up`` creates them with::
+All topics share one partition count. ``ops/stack.sh up`` creates them with::
 
-    python -m surveil.runtime.topics create --bootstrap 127.0.0.1:9092 --partitions 6
+    python -m surveil.runtime.topic_admin create --bootstrap 127.0.0.1:9092 --partitions 6
 """
 
 from __future__ import annotations
@@ -15,14 +14,8 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-SHOE = "baccarat.shoe"
-TABLE = "baccarat.table"
-SETTLEMENT = "baccarat.settlement"
-ALERTS = "baccarat.alerts"
-DEADLETTER = "baccarat.deadletter"
-INPUTS = "baccarat.inputs"  # the table's dealer-console and bet-sensor inputs
+from ..events.topics import ALL_TOPICS
 
-ALL_TOPICS: tuple[str, ...] = (SHOE, TABLE, SETTLEMENT, ALERTS, DEADLETTER, INPUTS)
 
 DEFAULT_PARTITIONS = 6
 
@@ -113,7 +106,7 @@ def _wait_for_leaders(admin: object, topics: list[str], timeout_s: float) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m surveil.runtime.topics", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m surveil.runtime.topic_admin", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     create = sub.add_parser("create", help="create the missing topics (idempotent)")

@@ -22,13 +22,13 @@ SERVICES = {
 # command name -> "module:attribute" of its click command
 COMMANDS = {
     "demo": "surveil.demo:demo_command",
-    "simulate": "surveil.sim.cli:simulate_command",
-    "replay": "surveil.anomaly_detection.cli:replay_command",
-    "verify": "surveil.anomaly_detection.verify:verify_command",
-    "ledger": "surveil.settlement.cli:ledger",
-    "reconcile": "surveil.settlement.cli:reconcile",
-    "up": "surveil.stack:up_command",
-    "down": "surveil.stack:down_command",
+    "simulate": "surveil.cli.simulate:simulate_command",
+    "replay": "surveil.cli.replay:replay_command",
+    "verify": "surveil.analysis.verify:verify_command",
+    "ledger": "surveil.cli.ledger:ledger",
+    "reconcile": "surveil.cli.ledger:reconcile",
+    "up": "surveil.cli.stack:up_command",
+    "down": "surveil.cli.stack:down_command",
 }
 
 

@@ -20,9 +20,9 @@ from enum import StrEnum
 
 from ..core.cards import CARDS
 from ..core.shoe import MAX_DECKS, MIN_DECKS
-from ..events import codec
-from ..events import models as m
-from ..runtime.signing import DeviceKeys, shoe_device
+from . import codec
+from . import models as m
+from .signing import DeviceKeys, shoe_device
 
 VERSION = "SHOE1"
 MAX_LINE_BYTES = 270  # without the line end: 200 for the fields, 66 for a signature

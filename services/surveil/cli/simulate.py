@@ -18,12 +18,12 @@ from ..core.profiles import DEFAULT_PROFILE, profile_names
 from ..events import models as m
 from ..runtime.config import Settings
 from ..runtime.kafka import Publisher
-from ..runtime.signing import DeviceKeys
+from ..events.signing import DeviceKeys
 from ..shoe_reader.service import DEFAULT_PORT
-from .floor import Floor
-from .injections import INJECTABLE, SCOPES, InjectionError, Label, Scope, parse_codes
-from .live import LiveRun, ShoeGateway, play_live
-from .record import labels_path, record_to_files
+from ..sim.floor import Floor
+from ..sim.injections import INJECTABLE, SCOPES, InjectionError, Label, Scope, parse_codes
+from ..sim.live import LiveRun, ShoeGateway, play_live
+from ..embedded.record import labels_path, record_to_files
 
 
 @click.command("simulate")

@@ -21,18 +21,19 @@ import msgspec
 
 from ..core.findings import AlertCode
 from ..core.money import RoundTotals, Settlement
+from ..events import topics
 from ..events import codec
 from ..events import models as m
-from ..runtime.deadletter import DeadLetter
+from ..events.deadletter import DeadLetter
 from ..runtime.inproc import InProcessBus
 from ..settlement.processor import SettlementProcessor
-from ..shoe_reader.protocol import parse_line
+from ..events.shoe_protocol import parse_line
 from ..table_controller.processor import TableController
-from .floor import Floor
-from .injections import Label
-from .table import OVERPAID, ShoeLine, TableInput, Tamper, Truth
+from ..sim.floor import Floor
+from ..sim.injections import Label
+from ..sim.table import OVERPAID, ShoeLine, TableInput, Tamper, Truth
 
-RECORDED_TOPICS = frozenset({m.SHOE_TOPIC, m.TABLE_TOPIC, m.SETTLEMENT_TOPIC})
+RECORDED_TOPICS = frozenset({topics.SHOE, topics.TABLE, topics.SETTLEMENT})
 
 
 def labels_path(log: Path) -> Path:

@@ -846,7 +846,7 @@ class Page:
         if not self.incidents:
             body.append('<p class="clean">No alerts: every round in the log was dealt, settled and paid by the rules.</p>')
         body.append(f'<footer>Written by <code>surveil replay --report</code> from {e(self.c.log_name)}. '
-                    "Rules: the DICJ reading in rules/READING.md; payouts by core.money.settle, correct play by core.play.deal.</footer>")
+                    "Rules: the DICJ rules as docs/rules.md reads them; payouts by core.money.settle, correct play by core.play.deal.</footer>")
         return (
             "<!DOCTYPE html>\n"
             '<html lang="en"><head><meta charset="utf-8">'

@@ -30,10 +30,11 @@ import msgspec
 
 from ..detect.floor import Floor
 from ..detect.table import Fact, Raised
+from ..events import topics
 from ..events import codec
-from ..events.models import SETTLEMENT_TOPIC, SHOE_TOPIC, TABLE_TOPIC, AlertRaised, Event
+from ..events.models import AlertRaised, Event
 
-WATCHED_TOPICS = frozenset({SHOE_TOPIC, TABLE_TOPIC, SETTLEMENT_TOPIC})
+WATCHED_TOPICS = frozenset({topics.SHOE, topics.TABLE, topics.SETTLEMENT})
 BATCH_LINES = 2048  # lines handed to the shards at a time
 IN_FLIGHT = 4  # batches the shards may be behind this process's reading
 

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import click
 
-from .runtime.access import FLOOR_SIMULATOR, service_env
-from .runtime.config import DEFAULT_METRICS_PORTS
+from ..runtime.access import FLOOR_SIMULATOR, service_env
+from ..runtime.config import DEFAULT_METRICS_PORTS
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 STACK = ROOT / "ops" / "stack.sh"
 RUN = ROOT / ".stack" / "run"  # pid and log files of what `up` started
 STACK_ENV = ROOT / ".stack" / "secrets" / "stack.env"  # an admin's environment: every principal's password

@@ -14,6 +14,8 @@ import hashlib
 import hmac
 import os
 
+from . import topics
+
 ENV = "DEVICE_KEY_SECRET"
 HEADER = "signature"  # the Kafka record header of a signed input
 
@@ -27,7 +29,7 @@ def console_device(table_id: str) -> str:
 
 
 # Topics whose records devices write, signed in the record header: the device, by the record key.
-SIGNED_TOPICS = {"baccarat.inputs": console_device}
+SIGNED_TOPICS = {topics.INPUTS: console_device}
 
 
 class DeviceKeys:

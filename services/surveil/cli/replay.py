@@ -16,9 +16,9 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, 
 
 from ..events import codec
 from ..events.models import AlertRaised
-from . import report
-from .incident import IncidentCollector
-from .replay import replay
+from ..analysis import report
+from ..analysis.incident import IncidentCollector
+from ..analysis.replay import replay
 
 # One per core, to four: every worker reads every line, and this process judges every finding in
 # turn (a sixth of a replay's work), so more workers would add little (not measured past two cores).
@@ -86,8 +86,8 @@ def replay_command(
 def _publish(log: Path, bootstrap: str, speed: float | None, console: Console) -> None:
     from ..runtime.config import Settings
     from ..runtime.kafka import Publisher
-    from .publish import publish_log
-    from .replay import BadLine
+    from ..analysis.publish import publish_log
+    from ..analysis.replay import BadLine
 
     publisher = Publisher(dataclasses.replace(Settings.from_env("replay"), kafka_bootstrap=bootstrap))
     bad: list[BadLine] = []

@@ -1,4 +1,4 @@
-"""The dead-letter record: the rejected bytes, where they came from and why (DESIGN.md)."""
+"""The dead-letter record: the rejected bytes, where they came from and why (docs/contract.md)."""
 
 from __future__ import annotations
 

@@ -18,9 +18,9 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 
 from ..runtime.config import redacted
 from ..runtime.state import RedisBackend
-from . import ledger as ledger_
-from . import reconcile as reconcile_
-from .ledger import Ledger, PatronTotals, TableTotals
+from ..settlement import ledger as ledger_
+from ..settlement import reconcile as reconcile_
+from ..settlement.ledger import Ledger, PatronTotals, TableTotals
 
 redis_option = click.option(
     "--redis", "redis_url", default=lambda: os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
