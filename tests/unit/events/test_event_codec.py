@@ -25,14 +25,14 @@ def test_every_event_type_has_a_sample() -> None:
     assert set(DATA) == set(EVENT_TYPES)
 
 
-def test_design_md_event_types_are_all_in_the_contract() -> None:
-    design = {
+def test_every_event_type_of_docs_contract_md_is_in_the_models() -> None:
+    contract = {
         "baccarat.shoe.started", "baccarat.card.read", "baccarat.cut_card.reached", "baccarat.shoe.ended",
         "baccarat.round.opened", "baccarat.bet.placed", "baccarat.bet.changed", "baccarat.bet.withdrawn",
         "baccarat.bets.closed", "baccarat.cards.burned", "baccarat.round.completed", "baccarat.round.voided",
         "baccarat.bet.settled", "baccarat.round.settled", "baccarat.alert.raised",
     }  # fmt: skip
-    assert design <= set(EVENT_TYPES)
+    assert contract <= set(EVENT_TYPES)
     assert {"baccarat.shoe", "baccarat.table", "baccarat.settlement", "baccarat.alerts"} <= set(TOPICS)
 
 
