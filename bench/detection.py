@@ -28,10 +28,10 @@ from rich.table import Table
 
 from surveil.core.findings import AlertCode
 from surveil.detect.floor import Floor as Detectors
+from surveil.embedded.record import record
 from surveil.events import models as m
 from surveil.sim.floor import Floor
 from surveil.sim.injections import SCOPES, Label
-from surveil.embedded.record import record
 
 PATTERNS = (AlertCode.OUTCOME_DRIFT, AlertCode.PATRON_WIN_RATE, AlertCode.DEALER_ERROR_RATE, AlertCode.SHOE_REPEAT)
 SETTLEMENT_SIDE = (AlertCode.PAYOUT_MISMATCH, AlertCode.UNSETTLED_BET, AlertCode.DUPLICATE_SETTLEMENT)
@@ -64,8 +64,10 @@ def play(tables: int, shoes: int, seed: int, profile: str, inject: tuple[AlertCo
 def matches(label: Label, alert: m.AlertRaised) -> bool:
     d = alert.data
     if d.rule != label.code or d.table_id != label.table_id:
-        return d.rule == label.code and label.code in (AlertCode.PATRON_WIN_RATE, AlertCode.DEALER_ERROR_RATE) and (
-            d.patron_id == label.patron_id if label.patron_id else d.dealer_id == label.dealer_id
+        return (
+            d.rule == label.code
+            and label.code in (AlertCode.PATRON_WIN_RATE, AlertCode.DEALER_ERROR_RATE)
+            and (d.patron_id == label.patron_id if label.patron_id else d.dealer_id == label.dealer_id)
         )
     return label.round_id is None or d.round_id in (None, label.round_id)
 

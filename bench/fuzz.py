@@ -18,9 +18,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn  # noqa: E402
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from faults import fuzzing  # noqa: E402
+from faults import fuzzing
 
 
 def main() -> int:
@@ -34,19 +34,24 @@ def main() -> int:
     print(f"{'consumer':<40} {'cases':>9} {'rejected':>9} {'accepted':>9} {'crashed':>8} {'broken':>7} {'cases/s':>8}", flush=True)
     verdicts = []
     for consumer in fuzzing.iter_consumers(args.only):
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
-                      transient=True) as bar:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), transient=True) as bar:
             task = bar.add_task(consumer.name, total=args.cases)
-            verdict = fuzzing.fuzz(consumer, args.cases, seed=args.seed,
-                                   progress=lambda v: bar.update(task, completed=min(v.cases, args.cases)))
+            verdict = fuzzing.fuzz(
+                consumer, args.cases, seed=args.seed, progress=lambda v, task=task: bar.update(task, completed=min(v.cases, args.cases))
+            )
         verdicts.append(verdict)
         rate = verdict.cases / verdict.seconds if verdict.seconds else 0.0
-        print(f"{verdict.consumer:<40} {verdict.cases:>9,} {verdict.rejected:>9,} {verdict.accepted + verdict.dropped:>9,} "
-              f"{verdict.crashed:>8,} {verdict.violations:>7,} {rate:>8,.0f}", flush=True)
+        print(
+            f"{verdict.consumer:<40} {verdict.cases:>9,} {verdict.rejected:>9,} {verdict.accepted + verdict.dropped:>9,} "
+            f"{verdict.crashed:>8,} {verdict.violations:>7,} {rate:>8,.0f}",
+            flush=True,
+        )
     total = sum(v.cases for v in verdicts)
-    print(f"{'all':<40} {total:>9,} {sum(v.rejected for v in verdicts):>9,} "
-          f"{sum(v.accepted + v.dropped for v in verdicts):>9,} {sum(v.crashed for v in verdicts):>8,} "
-          f"{sum(v.violations for v in verdicts):>7,}   in {time.perf_counter() - started:,.0f} s")
+    print(
+        f"{'all':<40} {total:>9,} {sum(v.rejected for v in verdicts):>9,} "
+        f"{sum(v.accepted + v.dropped for v in verdicts):>9,} {sum(v.crashed for v in verdicts):>8,} "
+        f"{sum(v.violations for v in verdicts):>7,}   in {time.perf_counter() - started:,.0f} s"
+    )
     for verdict in verdicts:
         for failure in verdict.first_failures:
             print(f"\n{verdict.consumer}: {failure}")

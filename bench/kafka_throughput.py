@@ -44,10 +44,13 @@ def card_read_events(count: int, size: int) -> list[tuple[bytes, bytes]]:
     for i in range(count):
         table = TABLES[i % len(TABLES)]
         event = {
-            "specversion": "1.0", "id": f"{i:08x}", "source": f"shoe-reader/{table}",
-            "type": "baccarat.card.read", "time": "2026-11-29T11:00:00Z", "subject": table,
-            "data": {"table_id": table, "shoe_id": "S1", "index": i % 416 + 1, "card": "10H",
-                     "face_up": False},
+            "specversion": "1.0",
+            "id": f"{i:08x}",
+            "source": f"shoe-reader/{table}",
+            "type": "baccarat.card.read",
+            "time": "2026-11-29T11:00:00Z",
+            "subject": table,
+            "data": {"table_id": table, "shoe_id": "S1", "index": i % 416 + 1, "card": "10H", "face_up": False},
         }
         value = json.dumps(event, separators=(",", ":")).encode()
         if len(value) > size:
@@ -61,8 +64,9 @@ def rate(records: int, size: int, seconds: float) -> tuple[float, float]:
 
 
 def python_produce(bootstrap: str, topic: str, events: list[tuple[bytes, bytes]]) -> float:
-    producer = KafkaProducer(**kafka_client_config(bootstrap), acks="all", enable_idempotence=True,
-                             linger_ms=LINGER_MS, batch_size=BATCH_BYTES)
+    producer = KafkaProducer(
+        **kafka_client_config(bootstrap), acks="all", enable_idempotence=True, linger_ms=LINGER_MS, batch_size=BATCH_BYTES
+    )
     producer.partitions_for(topic)  # metadata first: not part of the measured time
     start = time.perf_counter()
     for key, value in events:
@@ -74,8 +78,7 @@ def python_produce(bootstrap: str, topic: str, events: list[tuple[bytes, bytes]]
 
 
 def python_consume(bootstrap: str, topic: str, expected: int) -> float:
-    consumer = KafkaConsumer(**kafka_client_config(bootstrap), enable_auto_commit=False,
-                             max_poll_records=5000)
+    consumer = KafkaConsumer(**kafka_client_config(bootstrap), enable_auto_commit=False, max_poll_records=5000)
     parts = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic)]
     consumer.assign(parts)
     consumer.seek_to_beginning(*parts)
@@ -95,9 +98,11 @@ def java_client_config(bootstrap: str) -> str:
     lines = [f"bootstrap.servers={bootstrap}", f"security.protocol={config['security_protocol']}"]
     if config["security_protocol"].startswith("SASL_"):
         module = "plain.PlainLoginModule" if config["sasl_mechanism"] == "PLAIN" else "scram.ScramLoginModule"
-        lines += [f"sasl.mechanism={config['sasl_mechanism']}",
-                  f"sasl.jaas.config=org.apache.kafka.common.security.{module} required "
-                  f'username="{config["sasl_plain_username"]}" password="{config["sasl_plain_password"]}";']
+        lines += [
+            f"sasl.mechanism={config['sasl_mechanism']}",
+            f"sasl.jaas.config=org.apache.kafka.common.security.{module} required "
+            f'username="{config["sasl_plain_username"]}" password="{config["sasl_plain_password"]}";',
+        ]
     if config["security_protocol"].endswith("SSL") and config.get("ssl_cafile"):
         lines += ["ssl.truststore.type=PEM", f"ssl.truststore.location={config['ssl_cafile']}"]
     with tempfile.NamedTemporaryFile("w", prefix="bench-kafka-", suffix=".properties", delete=False) as file:
@@ -116,10 +121,25 @@ def java_tool(cls: str, *args: str) -> str:
 
 
 def java_produce(bootstrap: str, topic: str, records: int, size: int) -> tuple[float, float]:
-    out = java_tool("ProducerPerformance", "--topic", topic, "--num-records", str(records),
-                    "--record-size", str(size), "--throughput", "-1", "--producer.config", java_client_config(bootstrap),
-                    "--producer-props", f"bootstrap.servers={bootstrap}", "acks=all", "enable.idempotence=true",
-                    f"linger.ms={LINGER_MS}", f"batch.size={BATCH_BYTES}")
+    out = java_tool(
+        "ProducerPerformance",
+        "--topic",
+        topic,
+        "--num-records",
+        str(records),
+        "--record-size",
+        str(size),
+        "--throughput",
+        "-1",
+        "--producer.config",
+        java_client_config(bootstrap),
+        "--producer-props",
+        f"bootstrap.servers={bootstrap}",
+        "acks=all",
+        "enable.idempotence=true",
+        f"linger.ms={LINGER_MS}",
+        f"batch.size={BATCH_BYTES}",
+    )
     # last line: "1000000 records sent, 345125.9 records/sec (82.28 MB/sec), 3.1 ms avg latency, ..."
     m = re.search(r"(\d+) records sent, ([\d.]+) records/sec \(([\d.]+) MB/sec\)", out.strip().splitlines()[-1])
     if not m:
@@ -128,8 +148,19 @@ def java_produce(bootstrap: str, topic: str, records: int, size: int) -> tuple[f
 
 
 def java_consume(bootstrap: str, topic: str, records: int) -> tuple[float, float]:
-    out = java_tool("ConsumerPerformance", "--bootstrap-server", bootstrap, "--consumer.config", java_client_config(bootstrap), "--topic", topic,
-                    "--messages", str(records), "--timeout", "60000")
+    out = java_tool(
+        "ConsumerPerformance",
+        "--bootstrap-server",
+        bootstrap,
+        "--consumer.config",
+        java_client_config(bootstrap),
+        "--topic",
+        topic,
+        "--messages",
+        str(records),
+        "--timeout",
+        "60000",
+    )
     # header: start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, ...
     lines = [line for line in out.splitlines() if line.strip()]
     header = [h.strip() for h in lines[-2].split(",")]
@@ -139,8 +170,7 @@ def java_consume(bootstrap: str, topic: str, records: int) -> tuple[float, float
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
     parser.add_argument("--records", type=int, default=200_000, help="kafka-python records")
     parser.add_argument("--java-records", type=int, default=1_000_000, help="Java tool records")
@@ -165,16 +195,18 @@ def main() -> int:
         rows.append(("kafka-python consume", args.records, *rate(args.records, args.size, seconds)))
         if not args.skip_java:
             print("ProducerPerformance (Java) ...", flush=True)
-            rows.append(("ProducerPerformance (Java)", args.java_records,
-                         *java_produce(args.bootstrap, java_topic, args.java_records, args.size)))
+            rows.append(
+                ("ProducerPerformance (Java)", args.java_records, *java_produce(args.bootstrap, java_topic, args.java_records, args.size))
+            )
             print("ConsumerPerformance (Java) ...", flush=True)
-            rows.append(("ConsumerPerformance (Java)", args.java_records,
-                         *java_consume(args.bootstrap, java_topic, args.java_records)))
+            rows.append(("ConsumerPerformance (Java)", args.java_records, *java_consume(args.bootstrap, java_topic, args.java_records)))
     finally:
         delete_topics(args.bootstrap, [py_topic, java_topic])
 
-    print(f"\n{args.size}-byte records, {args.partitions} partitions, acks=all, idempotent, "
-          f"linger.ms={LINGER_MS}, batch.size={BATCH_BYTES}; broker {args.bootstrap}")
+    print(
+        f"\n{args.size}-byte records, {args.partitions} partitions, acks=all, idempotent, "
+        f"linger.ms={LINGER_MS}, batch.size={BATCH_BYTES}; broker {args.bootstrap}"
+    )
     print(f"{'':28} {'records':>10} {'records/s':>12} {'MB/s':>8}")
     for name, records, per_s, mb_s in rows:
         print(f"{name:28} {records:>10,} {per_s:>12,.0f} {mb_s:>8.1f}")

@@ -49,9 +49,9 @@ import time
 import urllib.request
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -61,12 +61,11 @@ from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from surveil.core.findings import AlertCode
-from surveil.events import topics
-from surveil.events import codec
+from surveil.events import codec, topics
 from surveil.events import models as m
+from surveil.events.topics import ALL_TOPICS, INPUTS
 from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
 from surveil.runtime.config import Settings, kafka_client_config
-from surveil.events.topics import ALL_TOPICS, INPUTS
 from surveil.runtime.topic_admin import create_topics, delete_topics, partitions_from_env
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,8 +82,12 @@ PIPELINE_TOPICS = (INPUTS, topics.SHOE, topics.TABLE, topics.SETTLEMENT, topics.
 # Irregularities the table side can cause, live (the settlement ones are done offline only):
 # card reads that reveal it themselves, and rounds found wrong when they are ready.
 LIVE_INJECTIONS = (
-    AlertCode.CARD_EXPOSED, AlertCode.CARD_MISMATCH, AlertCode.DRAW_BANKER_EXTRA, AlertCode.LATE_BET,
-    AlertCode.CARD_OVERCOUNT, AlertCode.RESULT_MISMATCH,
+    AlertCode.CARD_EXPOSED,
+    AlertCode.CARD_MISMATCH,
+    AlertCode.DRAW_BANKER_EXTRA,
+    AlertCode.LATE_BET,
+    AlertCode.CARD_OVERCOUNT,
+    AlertCode.RESULT_MISMATCH,
 )
 WARMUP_SECONDS = 60.0  # tables start over the first 50 s (shoe start, burn): not measured
 
@@ -259,7 +262,7 @@ class Pipeline:
         client = redis.Redis.from_url(self.redis_url)
         doomed = list(client.scan_iter(match=self.prefix + "*", count=1000))
         for first in range(0, len(doomed), 500):
-            client.unlink(*doomed[first:first + 500])
+            client.unlink(*doomed[first : first + 500])
         client.close()
 
     # ---- what the processes used ----------------------------------------------------------
@@ -291,7 +294,9 @@ class Pipeline:
         return self.access.settings(settings, principal)  # type: ignore[no-any-return]
 
 
-def histogram_delta(after: Mapping[str, Mapping[float, float]], before: Mapping[str, Mapping[float, float]]) -> dict[str, dict[float, float]]:
+def histogram_delta(
+    after: Mapping[str, Mapping[float, float]], before: Mapping[str, Mapping[float, float]]
+) -> dict[str, dict[float, float]]:
     """What each topic's buckets gained from ``before`` to ``after``."""
     return {topic: {le: count - before.get(topic, {}).get(le, 0.0) for le, count in buckets.items()} for topic, buckets in after.items()}
 
@@ -320,9 +325,14 @@ def share_within(buckets: Mapping[float, float], bound: float) -> float:
 
 def latency_summary(by_topic: Mapping[str, Mapping[float, float]]) -> dict[str, Any]:
     """A latency histogram's count, p50, p99 and share within 100 ms: over all topics, and by topic."""
+
     def summary(buckets: Mapping[float, float]) -> dict[str, float]:
-        return {"count": buckets.get(math.inf, 0.0), "p50": histogram_quantile(buckets, 0.5), "p99": histogram_quantile(buckets, 0.99),
-                "within_100ms": share_within(buckets, 0.1)}
+        return {
+            "count": buckets.get(math.inf, 0.0),
+            "p50": histogram_quantile(buckets, 0.5),
+            "p99": histogram_quantile(buckets, 0.99),
+            "within_100ms": share_within(buckets, 0.1),
+        }
 
     overall: dict[float, float] = defaultdict(float)
     for buckets in by_topic.values():
@@ -399,8 +409,13 @@ class Alerts(threading.Thread):
 
     def run(self) -> None:
         topic = self.pipeline.prefix + topics.ALERTS
-        consumer = KafkaConsumer(**kafka_client_config(self.pipeline.bootstrap), group_id=None, enable_auto_commit=False,
-                                 auto_offset_reset="earliest", fetch_max_wait_ms=50)
+        consumer = KafkaConsumer(
+            **kafka_client_config(self.pipeline.bootstrap),
+            group_id=None,
+            enable_auto_commit=False,
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=50,
+        )
         consumer.assign([TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()])
         consumer.seek_to_beginning()
         consumer.poll(timeout_ms=0)
@@ -420,8 +435,14 @@ class Alerts(threading.Thread):
 
 def read_topic(bootstrap: str, topic: str) -> list[m.Event]:
     """Every committed event of ``topic`` (read to its end offsets)."""
-    consumer = KafkaConsumer(**kafka_client_config(bootstrap), group_id=None, enable_auto_commit=False,
-                             isolation_level="read_committed", auto_offset_reset="earliest", max_poll_records=5000)
+    consumer = KafkaConsumer(
+        **kafka_client_config(bootstrap),
+        group_id=None,
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+        max_poll_records=5000,
+    )
     try:
         tps = [TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()]
         consumer.assign(tps)
@@ -458,13 +479,13 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
     play them; report through ``pipe``."""
     import surveil.sim.live as live_module
     import surveil.sim.table as table_module
-    from surveil.runtime.kafka import Publisher
     from surveil.events.signing import DeviceKeys
+    from surveil.runtime.kafka import Publisher
     from surveil.sim.floor import Floor
     from surveil.sim.table import TableInput, Truth
 
     if spec.start is not None:
-        table_module.START = live_module.START = datetime.fromtimestamp(spec.start, timezone.utc)
+        table_module.START = live_module.START = datetime.fromtimestamp(spec.start, UTC)
     start_of_floor = table_module.START
     generating = time.perf_counter()
     floor = Floor(spec.tables, spec.shoes, spec.seed, inject=[AlertCode(code) for code in spec.inject])
@@ -495,8 +516,15 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
         gateway = live_module.ShoeGateway("127.0.0.1", spec.reader_port)
         clock["began"] = spec.start if spec.start is not None else time.time()  # play_live waits for its origin
         try:
-            await live_module.play_live(SimpleNamespace(actions=lambda: iter(actions)), publisher, gateway, spec.pace,  # type: ignore[arg-type]
-                                        run=run, keys=keys, origin=spec.start)
+            await live_module.play_live(
+                SimpleNamespace(actions=lambda: iter(actions)),
+                publisher,
+                gateway,
+                spec.pace,  # type: ignore[arg-type]
+                run=run,
+                keys=keys,
+                origin=spec.start,
+            )
         finally:
             await gateway.close()
 
@@ -504,12 +532,18 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
     asyncio.run(play())
     ended = time.time()
     publisher.close()
-    pipe.send({
-        "began": clock["began"], "ended": ended,
-        "lines": run.lines, "inputs": run.inputs, "most_behind": run.most_behind, "reconnects": run.reconnects,
-        "cpu_seconds": time.process_time() - cpu,
-        "labels": [(label.table_id, label.code, label.round_id) for label in labels],
-    })
+    pipe.send(
+        {
+            "began": clock["began"],
+            "ended": ended,
+            "lines": run.lines,
+            "inputs": run.inputs,
+            "most_behind": run.most_behind,
+            "reconnects": run.reconnects,
+            "cpu_seconds": time.process_time() - cpu,
+            "labels": [(label.table_id, label.code, label.round_id) for label in labels],
+        }
+    )
 
 
 class Simulator:
@@ -564,8 +598,14 @@ def lag_trend(samples: list[dict[str, Any]], group: str) -> dict[str, float]:
     mean_x, mean_y = statistics.fmean(xs), statistics.fmean(lags)
     slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, lags)) / max(sum((x - mean_x) ** 2 for x in xs), 1e-9)
     quarter = max(len(lags) // 4, 1)
-    return {"mean": mean_y, "max": max(lags), "first_quarter": statistics.fmean(lags[:quarter]),
-            "last_quarter": statistics.fmean(lags[-quarter:]), "slope_per_s": slope, "seconds": xs[-1]}
+    return {
+        "mean": mean_y,
+        "max": max(lags),
+        "first_quarter": statistics.fmean(lags[:quarter]),
+        "last_quarter": statistics.fmean(lags[-quarter:]),
+        "slope_per_s": slope,
+        "seconds": xs[-1],
+    }
 
 
 def growing(trend: Mapping[str, float], events_per_s: float) -> bool:
@@ -577,8 +617,9 @@ def growing(trend: Mapping[str, float], events_per_s: float) -> bool:
     return growth > max(0.5 * trend["mean"], 2 * events_per_s, 100)
 
 
-def live(bootstrap: str, redis_url: str, tables: int, seconds: float, instances: int, per_table: int, lead: float | None,
-         seed: int) -> dict[str, Any]:
+def live(
+    bootstrap: str, redis_url: str, tables: int, seconds: float, instances: int, per_table: int, lead: float | None, seed: int
+) -> dict[str, Any]:
     inject = injections(tables, per_table)
     # Generating runs at ~700 rounds/s on a free core: give it three times that, and 20 s.
     lead = lead if lead is not None else 20 + 3 * tables * seconds / 50 / 700
@@ -587,15 +628,29 @@ def live(bootstrap: str, redis_url: str, tables: int, seconds: float, instances:
         alerts.start()
         alerts.ready.wait(60)
         start = time.time() + lead
-        simulator = Simulator(PlaySpec(tables, 1, seed, 50.0, seconds, inject, start, pipeline.settings(FLOOR_SIMULATOR),
-                                       pipeline.reader_port, pipeline.device_secret))
+        simulator = Simulator(
+            PlaySpec(
+                tables,
+                1,
+                seed,
+                50.0,
+                seconds,
+                inject,
+                start,
+                pipeline.settings(FLOOR_SIMULATOR),
+                pipeline.reader_port,
+                pipeline.device_secret,
+            )
+        )
         generated = simulator.generated()
         offsets = Offsets(pipeline)
         offsets.start()
         time.sleep(max(start + WARMUP_SECONDS - time.time(), 0))
         pipeline.check_alive()
-        before = {metric: pipeline.histogram(metric) for metric in (
-            "surveil_detection_latency_seconds", "surveil_detection_queue_latency_seconds", "surveil_alert_latency_seconds")}
+        before = {
+            metric: pipeline.histogram(metric)
+            for metric in ("surveil_detection_latency_seconds", "surveil_detection_queue_latency_seconds", "surveil_alert_latency_seconds")
+        }
         cpu_before, sim_cpu_before, bench_cpu_before = pipeline.cpu_seconds(), proc_cpu_seconds(simulator.pid), time.process_time()
         window_start = time.time()
         loads = [load_average()]
@@ -616,10 +671,19 @@ def live(bootstrap: str, redis_url: str, tables: int, seconds: float, instances:
         peak = pipeline.peak_rss_mb()
 
     span = window_end - window_start
-    produced = {t: (window[-1]["produced"].get(t, 0) - window[0]["produced"].get(t, 0)) / (window[-1]["t"] - window[0]["t"])
-                for t in PIPELINE_TOPICS} if len(window) > 1 else {}
-    consumed = {g: (window[-1]["consumed"][g] - window[0]["consumed"][g]) / (window[-1]["t"] - window[0]["t"])
-                for g in CONSUMERS} if len(window) > 1 else {}
+    produced = (
+        {
+            t: (window[-1]["produced"].get(t, 0) - window[0]["produced"].get(t, 0)) / (window[-1]["t"] - window[0]["t"])
+            for t in PIPELINE_TOPICS
+        }
+        if len(window) > 1
+        else {}
+    )
+    consumed = (
+        {g: (window[-1]["consumed"][g] - window[0]["consumed"][g]) / (window[-1]["t"] - window[0]["t"]) for g in CONSUMERS}
+        if len(window) > 1
+        else {}
+    )
     trends = {g: lag_trend(window, g) for g in CONSUMERS}
     # Alerts: from the revealing event's time (the wall clock when it happened) to arrival here.
     by_rule: dict[str, list[float]] = defaultdict(list)
@@ -628,8 +692,12 @@ def live(bootstrap: str, redis_url: str, tables: int, seconds: float, instances:
         if window_start <= moment <= window_end:
             by_rule[alert.data.rule].append(arrived - moment)
     everything = [x for xs in by_rule.values() for x in xs]
-    first_half = [arrived - a.time.timestamp() for arrived, a in alerts.arrivals if window_start <= a.time.timestamp() < window_start + span / 2]
-    second_half = [arrived - a.time.timestamp() for arrived, a in alerts.arrivals if window_start + span / 2 <= a.time.timestamp() <= window_end]
+    first_half = [
+        arrived - a.time.timestamp() for arrived, a in alerts.arrivals if window_start <= a.time.timestamp() < window_start + span / 2
+    ]
+    second_half = [
+        arrived - a.time.timestamp() for arrived, a in alerts.arrivals if window_start + span / 2 <= a.time.timestamp() <= window_end
+    ]
     found = {(a.subject, a.data.rule) for _, a in alerts.arrivals}
     missed = [label for label in played["labels"] if (label[0], label[1]) not in found]
     measured = {metric: histogram_delta(after[metric], before[metric]) for metric in before}
@@ -638,24 +706,40 @@ def live(bootstrap: str, redis_url: str, tables: int, seconds: float, instances:
     cpu["bench (alerts, offsets)"] = bench_cpu / span
     sustained = all(not growing(trends[g], consumed.get(g, 0.0)) for g in CONSUMERS)
     return {
-        "mode": "live", "tables": tables, "seconds": seconds, "instances": instances, "window_seconds": span,
-        "generated": generated, "played": {k: v for k, v in played.items() if k != "labels"},
+        "mode": "live",
+        "tables": tables,
+        "seconds": seconds,
+        "instances": instances,
+        "window_seconds": span,
+        "generated": generated,
+        "played": {k: v for k, v in played.items() if k != "labels"},
         "rounds_per_s": generated["rounds"] / seconds,
-        "produced_per_s": produced, "consumed_per_s": consumed,
-        "lag": trends, "sustained": sustained,
+        "produced_per_s": produced,
+        "consumed_per_s": consumed,
+        "lag": trends,
+        "sustained": sustained,
         "drain_seconds": drained_at - window_end if drained_at else None,
         "detection_latency": latency_summary(measured["surveil_detection_latency_seconds"]),
         "detection_since_published": latency_summary(measured["surveil_detection_queue_latency_seconds"]),
         "alert_latency_service": latency_summary(measured["surveil_alert_latency_seconds"]),
         "alert_latency_end_to_end": {
-            "alerts": len(everything), "p50": percentile(everything, 0.5), "p99": percentile(everything, 0.99),
+            "alerts": len(everything),
+            "p50": percentile(everything, 0.5),
+            "p99": percentile(everything, 0.99),
             "max": max(everything, default=math.nan),
-            "p99_first_half": percentile(first_half, 0.99), "p99_second_half": percentile(second_half, 0.99),
-            "by_rule": {rule: {"alerts": len(xs), "p50": percentile(xs, 0.5), "p99": percentile(xs, 0.99)} for rule, xs in sorted(by_rule.items())},
+            "p99_first_half": percentile(first_half, 0.99),
+            "p99_second_half": percentile(second_half, 0.99),
+            "by_rule": {
+                rule: {"alerts": len(xs), "p50": percentile(xs, 0.5), "p99": percentile(xs, 0.99)} for rule, xs in sorted(by_rule.items())
+            },
         },
-        "labels": len(played["labels"]), "labels_missed": len(missed), "missed_examples": missed[:5],
-        "alerts_distinct": len(alerts.distinct()), "alerts_received": len(alerts.arrivals),
-        "cpu_share": cpu, "peak_rss_mb": peak,
+        "labels": len(played["labels"]),
+        "labels_missed": len(missed),
+        "missed_examples": missed[:5],
+        "alerts_distinct": len(alerts.distinct()),
+        "alerts_received": len(alerts.arrivals),
+        "cpu_share": cpu,
+        "peak_rss_mb": peak,
         "load_average": {"min": min(x[0] for x in loads), "max": max(x[0] for x in loads), "start": loads[0], "end": loads[-1]},
     }
 
@@ -705,15 +789,28 @@ def settled(offsets: Offsets, pipeline: Pipeline, quiet: float = 10.0) -> float:
             return float(last_change)
 
 
-def full_speed(bootstrap: str, redis_url: str, tables: int, shoes: int, instances: int, seed: int, check: bool,
-               per_table: int) -> dict[str, Any]:
+def full_speed(
+    bootstrap: str, redis_url: str, tables: int, shoes: int, instances: int, seed: int, check: bool, per_table: int
+) -> dict[str, Any]:
     inject = injections(tables, per_table)
     with Pipeline(bootstrap, redis_url, instances=instances) as pipeline:
         alerts = Alerts(pipeline)
         alerts.start()
         alerts.ready.wait(60)
-        simulator = Simulator(PlaySpec(tables, shoes, seed, 0.0, None, inject, None, pipeline.settings(FLOOR_SIMULATOR),
-                                       pipeline.reader_port, pipeline.device_secret))
+        simulator = Simulator(
+            PlaySpec(
+                tables,
+                shoes,
+                seed,
+                0.0,
+                None,
+                inject,
+                None,
+                pipeline.settings(FLOOR_SIMULATOR),
+                pipeline.reader_port,
+                pipeline.device_secret,
+            )
+        )
         generated = simulator.generated()
         offsets = Offsets(pipeline, interval=2.0)
         offsets.start()
@@ -738,7 +835,7 @@ def full_speed(bootstrap: str, redis_url: str, tables: int, shoes: int, instance
     for group in CONSUMERS:
         best = 0.0
         for i, s in enumerate(samples):
-            for later in samples[i + 1:]:
+            for later in samples[i + 1 :]:
                 if later["t"] - s["t"] >= 10:
                     best = max(best, (later["consumed"][group] - s["consumed"][group]) / (later["t"] - s["t"]))
                     break
@@ -749,31 +846,43 @@ def full_speed(bootstrap: str, redis_url: str, tables: int, shoes: int, instance
         reached = next((s["t"] for s in samples if s["consumed"][group] >= final - 4 * pipeline.partitions), samples[-1]["t"])
         finished_by_group[group] = reached - began
     result: dict[str, Any] = {
-        "mode": "full-speed", "tables": tables, "shoes": shoes, "instances": instances,
-        "rounds": generated["rounds"], "actions": generated["actions"],
-        "send_seconds": played["ended"] - played["began"], "seconds": seconds,
-        "events": total, "events_total": sum(total.values()),
-        "events_per_s_end_to_end": sum(total.values()) / seconds, "rounds_per_s": generated["rounds"] / seconds,
-        "group_done_after_s": finished_by_group, "group_peak_events_per_s": peak_rates,
+        "mode": "full-speed",
+        "tables": tables,
+        "shoes": shoes,
+        "instances": instances,
+        "rounds": generated["rounds"],
+        "actions": generated["actions"],
+        "send_seconds": played["ended"] - played["began"],
+        "seconds": seconds,
+        "events": total,
+        "events_total": sum(total.values()),
+        "events_per_s_end_to_end": sum(total.values()) / seconds,
+        "rounds_per_s": generated["rounds"] / seconds,
+        "group_done_after_s": finished_by_group,
+        "group_peak_events_per_s": peak_rates,
         "group_events": {g: samples[-1]["consumed"][g] for g in CONSUMERS},
         "cpu_seconds": {name: cpu_after[name] - cpu_before.get(name, 0.0) for name in cpu_after},
         "simulator_cpu_seconds": played["cpu_seconds"],
-        "peak_rss_mb": peak, "load_average": {"start": load_before, "end": load_after},
-        "alerts_distinct": len(alerts.distinct()), "alerts_received": len(alerts.arrivals),
-        "assignments": owners_after or owners_during[-1], "logs": str(logs_dir),
+        "peak_rss_mb": peak,
+        "load_average": {"start": load_before, "end": load_after},
+        "alerts_distinct": len(alerts.distinct()),
+        "alerts_received": len(alerts.arrivals),
+        "assignments": owners_after or owners_during[-1],
+        "logs": str(logs_dir),
     }
     if check:
         result["check"] = compare_with_offline(tables, shoes, seed, inject, topics_seen, alerts)
     return result
 
 
-def compare_with_offline(tables: int, shoes: int, seed: int, inject: tuple[str, ...], seen: dict[str, list[m.Event]],
-                         alerts: Alerts) -> dict[str, Any]:
+def compare_with_offline(
+    tables: int, shoes: int, seed: int, inject: tuple[str, ...], seen: dict[str, list[m.Event]], alerts: Alerts
+) -> dict[str, Any]:
     """Every table event, settlement and alert of the live run against the same floor recorded
     offline (``surveil simulate``'s path) and replayed through the detectors: each once, none missing."""
     from surveil.detect.floor import Floor as Detectors
-    from surveil.sim.floor import Floor
     from surveil.embedded.record import record
+    from surveil.sim.floor import Floor
 
     reference: list[m.Event] = []
     record(Floor(tables, shoes, seed, inject=[AlertCode(c) for c in inject]), reference.append, lambda label: None)
@@ -787,14 +896,24 @@ def compare_with_offline(tables: int, shoes: int, seed: int, inject: tuple[str, 
         expected = {e.id: codec.encode(e) for e in reference if e.topic == topic}
         got = Counter(e.id for e in seen[topic])
         same_bytes = {e.id for e in seen[topic] if expected.get(e.id) == codec.encode(e)}
-        report[topic] = {"expected": len(expected), "live": sum(got.values()),
-                         "missing": len(expected.keys() - got.keys()), "extra": len(got.keys() - expected.keys()),
-                         "duplicated": sum(n - 1 for n in got.values() if n > 1), "byte_identical": len(same_bytes)}
+        report[topic] = {
+            "expected": len(expected),
+            "live": sum(got.values()),
+            "missing": len(expected.keys() - got.keys()),
+            "extra": len(got.keys() - expected.keys()),
+            "duplicated": sum(n - 1 for n in got.values() if n > 1),
+            "byte_identical": len(same_bytes),
+        }
     received = Counter(a.data.alert_id for _, a in alerts.arrivals)
     expected_ids = {a.data.alert_id for a in offline_alerts}
-    report["alerts"] = {"expected": len(expected_ids), "live_distinct": len(received), "live_received": sum(received.values()),
-                        "missing": len(expected_ids - set(received)), "extra": len(set(received) - expected_ids),
-                        "republished": sum(n - 1 for n in received.values() if n > 1)}
+    report["alerts"] = {
+        "expected": len(expected_ids),
+        "live_distinct": len(received),
+        "live_received": sum(received.values()),
+        "missing": len(expected_ids - set(received)),
+        "extra": len(set(received) - expected_ids),
+        "republished": sum(n - 1 for n in received.values() if n > 1),
+    }
     return report
 
 
@@ -834,7 +953,9 @@ def main() -> None:
                 with args.json.open("a") as out:
                     out.write(json.dumps(results[-1]) + "\n")
     else:
-        results.append(full_speed(args.bootstrap, args.redis, args.tables, args.shoes, args.instances, args.seed, args.check, args.injections))
+        results.append(
+            full_speed(args.bootstrap, args.redis, args.tables, args.shoes, args.instances, args.seed, args.check, args.injections)
+        )
         print(show(results[-1]), flush=True)
         if args.json:
             with args.json.open("a") as out:

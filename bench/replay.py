@@ -40,29 +40,30 @@ import msgspec
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pipeline import CONSUMERS, Alerts, Offsets, Pipeline, load_average, proc_cpu_seconds, stop_watching  # noqa: E402
-
-from surveil.cli.replay import DEFAULT_WORKERS  # noqa: E402
-from surveil.analysis.replay import replay  # noqa: E402
-from surveil.core.findings import AlertCode  # noqa: E402
-from surveil.events import codec  # noqa: E402
-from surveil.sim.floor import Floor  # noqa: E402
-from surveil.sim.injections import SCOPES, Scope  # noqa: E402
-from surveil.embedded.record import record_to_files  # noqa: E402
+from pipeline import Alerts, Offsets, Pipeline, load_average, proc_cpu_seconds, stop_watching
+from surveil.analysis.replay import replay
+from surveil.cli.replay import DEFAULT_WORKERS
+from surveil.embedded.record import record_to_files
+from surveil.events import codec
+from surveil.sim.floor import Floor
+from surveil.sim.injections import SCOPES, Scope
 
 ROOT = Path(__file__).resolve().parents[1]
 SURVEIL = ROOT / ".venv" / "bin" / "surveil"
 # Every round-scope and settlement-scope code: what a replay finds at the tables.
-REPLAY_INJECTIONS = tuple(code for code, scope in SCOPES.items() if scope in (Scope.ROUND, Scope.SETTLEMENT)
-                          and not code.name.startswith("TIE_BET"))
+REPLAY_INJECTIONS = tuple(
+    code for code, scope in SCOPES.items() if scope in (Scope.ROUND, Scope.SETTLEMENT) and not code.name.startswith("TIE_BET")
+)
 
 
 def make_log(path: Path, tables: int, shoes: int, seed: int, per_table: int) -> None:
     inject = [REPLAY_INJECTIONS[i % len(REPLAY_INJECTIONS)] for i in range(tables * per_table)]
     started = time.perf_counter()
     recording = record_to_files(Floor(tables, shoes, seed, inject=inject), path, lambda event: None)
-    print(f"log: {path}, {sum(recording.events.values()):,} events, {recording.labels} labels, "
-          f"made in {time.perf_counter() - started:.0f} s", flush=True)
+    print(
+        f"log: {path}, {sum(recording.events.values()):,} events, {recording.labels} labels, made in {time.perf_counter() - started:.0f} s",
+        flush=True,
+    )
 
 
 def lines_of(path: Path) -> list[bytes]:
@@ -104,8 +105,11 @@ def offline(path: Path, lines: list[bytes], repeat: int, workers: list[int]) -> 
             result = replay(iter(lines), workers=count)
             runs.append((time.perf_counter() - started, time.process_time() - cpu))
         wall = [w for w, _ in runs]
-        by_workers[count] = {"seconds": wall, "cpu_seconds_this_process": [c for _, c in runs],
-                             "events_per_s": [result.events / w for w in wall]}
+        by_workers[count] = {
+            "seconds": wall,
+            "cpu_seconds_this_process": [c for _, c in runs],
+            "events_per_s": [result.events / w for w in wall],
+        }
     assert result is not None
     rounds = result.events_by_type["baccarat.round.completed"] + result.events_by_type["baccarat.round.voided"]
     for figures in by_workers.values():
@@ -116,15 +120,21 @@ def offline(path: Path, lines: list[bytes], repeat: int, workers: list[int]) -> 
         subprocess.run([str(SURVEIL), "replay", str(path), "--alerts", os.devnull], check=True, capture_output=True)
         cli.append(time.perf_counter() - started)
     return {
-        "events": result.events, "rounds": rounds, "alerts": len(result.alerts), "tables": result.tables,
+        "events": result.events,
+        "rounds": rounds,
+        "alerts": len(result.alerts),
+        "tables": result.tables,
         "by_workers": by_workers,
-        "cli_workers": DEFAULT_WORKERS, "cli_seconds": cli, "cli_rounds_per_s": [rounds / s for s in cli],
+        "cli_workers": DEFAULT_WORKERS,
+        "cli_seconds": cli,
+        "cli_rounds_per_s": [rounds / s for s in cli],
         "alert_ids": sorted({a.data.alert_id for a in result.alerts}),
     }
 
 
-def through_kafka(path: Path, bootstrap: str, redis_url: str, expected_alerts: set[str], rounds: int, events: int,
-                  instances: int) -> dict[str, Any]:
+def through_kafka(
+    path: Path, bootstrap: str, redis_url: str, expected_alerts: set[str], rounds: int, events: int, instances: int
+) -> dict[str, Any]:
     with Pipeline(bootstrap, redis_url, instances=instances) as pipeline:
         alerts = Alerts(pipeline)
         alerts.start()
@@ -134,8 +144,9 @@ def through_kafka(path: Path, bootstrap: str, redis_url: str, expected_alerts: s
         cpu_before, load_before = pipeline.cpu_seconds(), load_average()
         env = {**os.environ, "TOPIC_PREFIX": pipeline.prefix}  # the operator (admin), publishing into this deployment
         started = time.time()
-        publisher = subprocess.Popen([str(SURVEIL), "replay", str(path), "--kafka", bootstrap, "--max"], env=env,
-                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        publisher = subprocess.Popen(
+            [str(SURVEIL), "replay", str(path), "--kafka", bootstrap, "--max"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
         publisher_cpu = 0.0
         while publisher.poll() is None:
             publisher_cpu = proc_cpu_seconds(publisher.pid)
@@ -167,14 +178,21 @@ def through_kafka(path: Path, bootstrap: str, redis_url: str, expected_alerts: s
         received = Counter(a.data.alert_id for _, a in alerts.arrivals)
     seconds = (done_at or consumed_at) - started
     return {
-        "instances": instances, "publish_seconds": published - started, "publisher_cpu_seconds": publisher_cpu,
+        "instances": instances,
+        "publish_seconds": published - started,
+        "publisher_cpu_seconds": publisher_cpu,
         "publish_events_per_s": events / (published - started),
-        "alerts_out_seconds": seconds, "rounds_per_s": rounds / seconds, "events_per_s": events / seconds,
+        "alerts_out_seconds": seconds,
+        "rounds_per_s": rounds / seconds,
+        "events_per_s": events / seconds,
         "detectors_done_seconds": consumed_at - started,
-        "alerts_expected": len(expected_alerts), "alerts_live_distinct": len(received),
-        "alerts_missing": len(expected_alerts - set(received)), "alerts_extra": len(set(received) - expected_alerts),
+        "alerts_expected": len(expected_alerts),
+        "alerts_live_distinct": len(received),
+        "alerts_missing": len(expected_alerts - set(received)),
+        "alerts_extra": len(set(received) - expected_alerts),
         "cpu_seconds": {name: cpu_after[name] - cpu_before.get(name, 0.0) for name in cpu_after},
-        "peak_rss_mb": peak, "load_average": {"start": load_before, "end": load_after},
+        "peak_rss_mb": peak,
+        "load_average": {"start": load_before, "end": load_after},
     }
 
 
@@ -202,20 +220,24 @@ def main() -> None:
     result: dict[str, Any] = {"log": str(path), "lines": len(lines), "bytes": sum(map(len, lines)), "load_average": load_average()}
     if not args.skip_offline:
         result["decode"] = decode_floor(lines, args.repeat)
-    result["offline"] = offline(path, lines, 1 if args.skip_offline else args.repeat,
-                                [int(n) for n in dict.fromkeys(args.workers.split(","))])
+    result["offline"] = offline(
+        path, lines, 1 if args.skip_offline else args.repeat, [int(n) for n in dict.fromkeys(args.workers.split(","))]
+    )
     expected = set(result["offline"].pop("alert_ids"))
     if not args.skip_kafka:
-        result["kafka"] = through_kafka(path, args.bootstrap, args.redis, expected, result["offline"]["rounds"],
-                                        result["offline"]["events"], args.instances)
+        result["kafka"] = through_kafka(
+            path, args.bootstrap, args.redis, expected, result["offline"]["rounds"], result["offline"]["events"], args.instances
+        )
     result["load_average_end"] = load_average()
     print(json.dumps(result, indent=1))
     if "decode" in result:
         floor = max(result["decode"]["codec.decode (typed, validated)"]["events_per_s"])
         for count, figures in result["offline"]["by_workers"].items():
             best = max(figures["events_per_s"])
-            print(f"offline replay, {count} worker(s): best {best:,.0f} events/s, {max(figures['rounds_per_s']):,.0f} rounds/s: "
-                  f"{best / floor:.2f} of the typed decode floor's best ({floor:,.0f} events/s)")
+            print(
+                f"offline replay, {count} worker(s): best {best:,.0f} events/s, {max(figures['rounds_per_s']):,.0f} rounds/s: "
+                f"{best / floor:.2f} of the typed decode floor's best ({floor:,.0f} events/s)"
+            )
     if args.json:
         with args.json.open("a") as out:
             out.write(json.dumps(result) + "\n")

@@ -35,19 +35,18 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from surveil.core.money import Spot  # noqa: E402
-from surveil.events import codec  # noqa: E402
-from surveil.events import models as m  # noqa: E402
-from surveil.events import topics  # noqa: E402
-from surveil.runtime import topic_admin  # noqa: E402
-from surveil.runtime.access import PrefixAccess  # noqa: E402
-from surveil.runtime.config import kafka_client_config  # noqa: E402
-from surveil.runtime.inproc import InProcessBus  # noqa: E402
-from surveil.runtime.state import MemoryBackend, RedisBackend  # noqa: E402
-from surveil.settlement.ledger import NAMESPACE, Ledger  # noqa: E402
-from surveil.settlement.processor import SettlementProcessor  # noqa: E402
-from surveil.settlement.reconcile import compare  # noqa: E402
-from unit.settlement.table_play import Bet, Bets, floor  # noqa: E402
+from surveil.core.money import Spot
+from surveil.events import codec, topics
+from surveil.events import models as m
+from surveil.runtime import topic_admin
+from surveil.runtime.access import PrefixAccess
+from surveil.runtime.config import kafka_client_config
+from surveil.runtime.inproc import InProcessBus
+from surveil.runtime.state import MemoryBackend, RedisBackend
+from surveil.settlement.ledger import NAMESPACE, Ledger
+from surveil.settlement.processor import SettlementProcessor
+from surveil.settlement.reconcile import compare
+from unit.settlement.table_play import Bet, Bets, floor
 
 SEATS = 7
 AMOUNTS = (500, 1_000, 2_000, 5_000)
@@ -83,7 +82,7 @@ def offline(events: list[m.Event]) -> tuple[float, float, int, MemoryBackend]:
     bus.tap(count)
     start, cpu_start = time.perf_counter(), time.process_time()
     for first in range(0, len(events), 1000):
-        bus.publish(events[first:first + 1000])
+        bus.publish(events[first : first + 1000])
         bus.run()
     return time.perf_counter() - start, time.process_time() - cpu_start, settled, backend
 
@@ -116,12 +115,22 @@ def live(events: list[m.Event], bootstrap: str, redis_url: str, instances: int) 
 
         log = tempfile.NamedTemporaryFile(prefix="bench-settlement-", suffix=".log", delete=False)
         for number in range(1, instances + 1):
-            env = {**os.environ, "KAFKA_BOOTSTRAP": bootstrap, "REDIS_URL": redis_url, "METRICS_PORT": "0",
-                   "TOPIC_PREFIX": topic_prefix, "REDIS_PREFIX": redis_prefix, "INSTANCE_ID": f"bench-{number}",
-                   "LOG_LEVEL": "WARNING"}
+            env = {
+                **os.environ,
+                "KAFKA_BOOTSTRAP": bootstrap,
+                "REDIS_URL": redis_url,
+                "METRICS_PORT": "0",
+                "TOPIC_PREFIX": topic_prefix,
+                "REDIS_PREFIX": redis_prefix,
+                "INSTANCE_ID": f"bench-{number}",
+                "LOG_LEVEL": "WARNING",
+            }
             env = access.env("settlement", env)
-            services.append(subprocess.Popen([str(ROOT / ".venv" / "bin" / "surveil"), "serve", "settlement"],
-                                             env=env, stdout=log, stderr=subprocess.STDOUT))
+            services.append(
+                subprocess.Popen(
+                    [str(ROOT / ".venv" / "bin" / "surveil"), "serve", "settlement"], env=env, stdout=log, stderr=subprocess.STDOUT
+                )
+            )
 
         def check_alive() -> None:
             if any(service.poll() is not None for service in services):
@@ -154,7 +163,7 @@ def live(events: list[m.Event], bootstrap: str, redis_url: str, instances: int) 
         access.close()
         doomed = list(client.scan_iter(match=redis_prefix + "*", count=1000))
         for first in range(0, len(doomed), 500):
-            client.unlink(*doomed[first:first + 500])
+            client.unlink(*doomed[first : first + 500])
         topic_admin.delete_topics(bootstrap, names)
 
 
@@ -171,15 +180,21 @@ def main() -> None:
 
     events = floor([f"BENCH-T{n:02d}" for n in range(1, args.tables + 1)], args.rounds, seven_seats(args.seed), seed=args.seed)
     seconds, cpu, bets, _ = offline(events)
-    print(f"workload: {args.tables} tables x {args.rounds} rounds, {len(events):,} table events, {bets:,} bets settled "
-          f"({bets / (args.tables * args.rounds):.1f} a round)")
-    print(f"offline (InProcessBus, MemoryBackend): {bets / seconds:,.0f} bets settled/s ({seconds:.2f} s); "
-          f"{bets / cpu:,.0f} bets per CPU second")
+    print(
+        f"workload: {args.tables} tables x {args.rounds} rounds, {len(events):,} table events, {bets:,} bets settled "
+        f"({bets / (args.tables * args.rounds):.1f} a round)"
+    )
+    print(
+        f"offline (InProcessBus, MemoryBackend): {bets / seconds:,.0f} bets settled/s ({seconds:.2f} s); "
+        f"{bets / cpu:,.0f} bets per CPU second"
+    )
     if not args.offline_only:
         seconds, cpu = live(events, args.bootstrap, args.redis, args.instances)
-        print(f"live ({args.instances} x surveil serve settlement, Kafka + Redis): {bets / seconds:,.0f} bets settled/s "
-              f"({seconds:.2f} s), {len(events) / seconds:,.0f} table events/s; "
-              f"the service used {cpu:.2f} CPU s: {bets / cpu:,.0f} bets per CPU second")
+        print(
+            f"live ({args.instances} x surveil serve settlement, Kafka + Redis): {bets / seconds:,.0f} bets settled/s "
+            f"({seconds:.2f} s), {len(events) / seconds:,.0f} table events/s; "
+            f"the service used {cpu:.2f} CPU s: {bets / cpu:,.0f} bets per CPU second"
+        )
 
 
 if __name__ == "__main__":

@@ -36,7 +36,6 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -45,13 +44,12 @@ from typing import Any
 import redis
 from kafka import KafkaConsumer, TopicPartition
 
-from surveil.events import topics
-from surveil.events import codec
+from surveil.events import codec, topics
 from surveil.events import models as m
+from surveil.events.topics import ALL_TOPICS
 from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
 from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.kafka import Publisher
-from surveil.events.topics import ALL_TOPICS
 from surveil.runtime.topic_admin import create_topics, delete_topics
 from surveil.sim.floor import Floor
 from surveil.sim.live import LiveRun, ShoeGateway, play_live
@@ -84,11 +82,21 @@ class Deployment:
     def __enter__(self) -> Deployment:
         create_topics(self.bootstrap, [self.prefix + t for t in ALL_TOPICS])
         self.access = PrefixAccess(self.bootstrap, self.redis_url, self.prefix, self.prefix)
-        instances = [("shoe-reader", "shoe-reader")] + [("table-controller", f"table-controller-{n}") for n in range(1, self.controllers + 1)]
+        instances = [("shoe-reader", "shoe-reader")] + [
+            ("table-controller", f"table-controller-{n}") for n in range(1, self.controllers + 1)
+        ]
         for service, name in instances:
-            env = {**os.environ, "KAFKA_BOOTSTRAP": self.bootstrap, "REDIS_URL": self.redis_url, "TOPIC_PREFIX": self.prefix,
-                   "REDIS_PREFIX": self.prefix, "METRICS_PORT": str(free_port()), "SHOE_READER_PORT": str(self.reader_port),
-                   "INSTANCE_ID": name, "LOG_LEVEL": "WARNING"}
+            env = {
+                **os.environ,
+                "KAFKA_BOOTSTRAP": self.bootstrap,
+                "REDIS_URL": self.redis_url,
+                "TOPIC_PREFIX": self.prefix,
+                "REDIS_PREFIX": self.prefix,
+                "METRICS_PORT": str(free_port()),
+                "SHOE_READER_PORT": str(self.reader_port),
+                "INSTANCE_ID": name,
+                "LOG_LEVEL": "WARNING",
+            }
             env = self.access.env(service, env)
             log = (self.logs / f"{name}.log").open("wb")
             self.processes[name] = subprocess.Popen([str(SURVEIL), "serve", service], env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -147,8 +155,14 @@ class Completions(threading.Thread):
 
     def run(self) -> None:
         topic = self.deployment.prefix + topics.TABLE
-        consumer = KafkaConsumer(**kafka_client_config(self.deployment.bootstrap), group_id=None, isolation_level="read_committed",
-                                 auto_offset_reset="earliest", enable_auto_commit=False, fetch_max_wait_ms=100)
+        consumer = KafkaConsumer(
+            **kafka_client_config(self.deployment.bootstrap),
+            group_id=None,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            fetch_max_wait_ms=100,
+        )
         consumer.assign([TopicPartition(topic, p) for p in consumer.partitions_for_topic(topic) or ()])
         consumer.seek_to_beginning()
         while not self.stop.is_set():
@@ -176,8 +190,11 @@ def prepared(tables: int, seed: int, seconds: float | None = None) -> SimpleName
         if seconds is not None and (action.time - START).total_seconds() > seconds:
             break
         actions.append(action)
-    return SimpleNamespace(actions=lambda: iter(actions), count=len(actions),
-                           rounds=sum(isinstance(a, TableInput) and isinstance(a.event, m.Result) for a in actions))
+    return SimpleNamespace(
+        actions=lambda: iter(actions),
+        count=len(actions),
+        rounds=sum(isinstance(a, TableInput) and isinstance(a.event, m.Result) for a in actions),
+    )
 
 
 def real_pace(bootstrap: str, redis_url: str, tables: int, seconds: float, controllers: int) -> dict[str, Any]:

@@ -49,8 +49,7 @@ def round_trip(bootstrap: str) -> None:
     finally:
         producer.close(timeout=5)
 
-    consumer = KafkaConsumer(**{**client, "request_timeout_ms": 11000}, enable_auto_commit=False,
-                             consumer_timeout_ms=10000)
+    consumer = KafkaConsumer(**{**client, "request_timeout_ms": 11000}, enable_auto_commit=False, consumer_timeout_ms=10000)
     try:
         tp = TopicPartition(SCRATCH_TOPIC, meta.partition)
         consumer.assign([tp])
@@ -77,8 +76,7 @@ def alive(pid: int) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", default="127.0.0.1:9092")
     parser.add_argument("--timeout", type=float, default=90.0)
     parser.add_argument("--pid", type=int, help="the broker's pid: stop waiting if it dies")
@@ -98,8 +96,7 @@ def main() -> int:
         except Exception as exc:  # noqa: BLE001 - anything means "not yet"
             last_error = exc
             time.sleep(0.5)
-    print(f"no produce/consume round trip with {args.bootstrap} within {args.timeout:.0f} s; "
-          f"last error: {last_error!r}", file=sys.stderr)
+    print(f"no produce/consume round trip with {args.bootstrap} within {args.timeout:.0f} s; last error: {last_error!r}", file=sys.stderr)
     return 1
 
 

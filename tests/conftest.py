@@ -75,18 +75,15 @@ class OpsStack:
         self._up = False
 
     def run(self, *args: str, timeout: float = 300) -> str:
-        proc = subprocess.run(["bash", str(STACK_SH), *args], cwd=ROOT, capture_output=True,
-                              text=True, timeout=timeout)
+        proc = subprocess.run(["bash", str(STACK_SH), *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout)
         if proc.returncode != 0:
-            pytest.fail(f"ops/stack.sh {' '.join(args)} failed ({proc.returncode}):\n"
-                        f"{proc.stdout}\n{proc.stderr}", pytrace=False)
+            pytest.fail(f"ops/stack.sh {' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}", pytrace=False)
         return proc.stdout
 
     def ensure_up(self) -> None:
         if self._up:
             return
-        already = subprocess.run(["bash", str(STACK_SH), "status"], cwd=ROOT,
-                                 capture_output=True).returncode == 0
+        already = subprocess.run(["bash", str(STACK_SH), "status"], cwd=ROOT, capture_output=True).returncode == 0
         self.run("up")  # also when already up: it checks readiness, the topics and the ACLs
         self.started_here = not already
         self._up = True
@@ -152,8 +149,7 @@ class KafkaBroker:
         restart-kafka act on it."""
         host, _, port = self.bootstrap.rpartition(":")
         ops_port = OpsStack.kafka_port()
-        return (self.source != "testcontainer" and ops_port is not None
-                and host in ("127.0.0.1", "localhost") and int(port) == ops_port)
+        return self.source != "testcontainer" and ops_port is not None and host in ("127.0.0.1", "localhost") and int(port) == ops_port
 
     @property
     def can_freeze(self) -> bool:
@@ -204,7 +200,7 @@ def kafka_broker(request: pytest.FixtureRequest, kafka_partitions: int) -> Kafka
 
 @pytest.fixture(scope="session")
 def kafka_bootstrap(kafka_broker: KafkaBroker) -> str:
-    """"host:port" of the session's Kafka broker."""
+    """ "host:port" of the session's Kafka broker."""
     return kafka_broker.bootstrap
 
 

@@ -27,11 +27,11 @@ from .analysis.replay import ReplayResult
 from .core.findings import AlertCode
 from .core.profiles import DEFAULT_PROFILE, profile_names
 from .detect.floor import Floor as Detectors
+from .embedded.record import record
 from .events import codec
 from .events import models as m
 from .sim.floor import Floor
 from .sim.injections import parse_codes
-from .embedded.record import record
 
 DEMO_INJECTIONS = "DRAW_BANKER_EXTRA,LATE_BET,CARD_MISMATCH,PAYOUT_MISMATCH,SQUEEZE_HOLDER,PATRON_WIN_RATE"
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "cyan"}
@@ -63,7 +63,7 @@ class FloorView:
         self.events += 1
         self.clock = event.time.strftime("%H:%M:%S")
         view = self.tables.setdefault(event.subject, TableView())
-        d = event.data
+        d = event.data  # type: ignore[attr-defined]
         if isinstance(d, m.RoundOpenedData):
             view.shoe, view.round_no, view.dealer = d.shoe_id, d.round_no, d.dealer_id
         elif isinstance(d, m.RoundCompletedData):
@@ -125,7 +125,7 @@ def demo_command(tables: int, shoes: int, seed: int, profile: str, inject_text: 
             nonlocal first_time, last_refresh
             log.write(codec.encode(event) + b"\n")
             result.events += 1
-            result.events_by_type[event.__struct_config__.tag] += 1  # type: ignore[attr-defined]
+            result.events_by_type[event.event_type] += 1
             view.see(event)
             for alert in detectors.feed(event):
                 emit(alert)

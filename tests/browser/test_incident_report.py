@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +35,16 @@ import pytest
 
 CHROMIUM = Path("/usr/bin/chromium")
 FLAGS = (
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-    "--hide-scrollbars", "--mute-audio",
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--hide-scrollbars",
+    "--mute-audio",
 )
 
 needs_chromium = pytest.mark.skipif(
@@ -68,8 +75,11 @@ class Chromium:
 
         self.process = subprocess.Popen(
             [str(CHROMIUM), *FLAGS, f"--user-data-dir={self.profile}", "--remote-debugging-pipe", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=child_pipes, pass_fds=(3, 4),
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=child_pipes,
+            pass_fds=(3, 4),
         )
         os.close(to_browser)
         os.close(from_browser)
@@ -141,7 +151,9 @@ class Chromium:
 
     def screenshot(self, path: Path, width: int, height: int) -> None:
         self.send("Emulation.setDeviceMetricsOverride", {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
-        data = self.send("Page.captureScreenshot", {"format": "png", "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}})["data"]
+        data = self.send(
+            "Page.captureScreenshot", {"format": "png", "clip": {"x": 0, "y": 0, "width": width, "height": height, "scale": 1}}
+        )["data"]
         path.write_bytes(base64.b64decode(data))
 
     def pdf(self) -> bytes:
@@ -226,17 +238,13 @@ def test_the_rounds_show_their_cards_as_cards(report: tuple[Path, list[Any]], br
     suits = {"S": "\u2660", "H": "\u2665", "D": "\u2666", "C": "\u2663"}
     for hand in ("player", "banker"):
         for index, card in zip(draw["evidence"][f"{hand}_indices"], draw["evidence"][hand]):
-            row = browser.evaluate(
-                f'document.querySelector(\'#alert-{draw["alert_id"]} tr[data-index="{index}"]\').innerText'
-            )
+            row = browser.evaluate(f"document.querySelector('#alert-{draw['alert_id']} tr[data-index=\"{index}\"]').innerText")
             assert card[:-1] + suits[card[-1]] in row
             assert hand.capitalize() in row
     assert "By the rules (core.play.deal)" in section
     assert "but had to stand on 7" in squash(section)
     # hearts and diamonds are red, spades and clubs are not
-    colours = browser.evaluate(
-        "[...document.querySelectorAll('.card[data-card]')].map(c => [c.dataset.card, getComputedStyle(c).color])"
-    )
+    colours = browser.evaluate("[...document.querySelectorAll('.card[data-card]')].map(c => [c.dataset.card, getComputedStyle(c).color])")
     for code, colour in colours:
         red = code[-1] in "HD"
         assert (colour == "rgb(200, 16, 46)") is red, (code, colour)
@@ -247,7 +255,7 @@ def test_the_payout_mismatch_shows_what_was_paid_and_what_is_due(report: tuple[P
     _, alerts = report
     payout = next(a for a in alerts if a["rule"] == "PAYOUT_MISMATCH")
     paid, due = payout["evidence"]["differences"]["net"]["paid"], payout["evidence"]["differences"]["net"]["due"]
-    row = browser.evaluate(f'document.querySelector(\'#alert-{payout["alert_id"]} tr[data-bet="{payout["bet_id"]}"]\').innerText')
+    row = browser.evaluate(f"document.querySelector('#alert-{payout['alert_id']} tr[data-bet=\"{payout['bet_id']}\"]').innerText")
     assert f"{paid:+,}" in row and f"{due:+,}" in row
     assert f"{paid - due:+,}" in row
 
@@ -306,7 +314,9 @@ def photograph(report: Path, out: Path, width: int = 1280, height: int | None = 
     try:
         chromium.open(report.resolve().as_uri(), width, 900)
         if height is None:
-            bottom = chromium.evaluate("(s => s ? s.getBoundingClientRect().bottom + window.scrollY + 16 : 900)(document.querySelector('section.alert'))")
+            bottom = chromium.evaluate(
+                "(s => s ? s.getBoundingClientRect().bottom + window.scrollY + 16 : 900)(document.querySelector('section.alert'))"
+            )
             height = int(bottom)
         chromium.screenshot(out, width, height)
     finally:

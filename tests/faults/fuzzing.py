@@ -35,7 +35,7 @@ import traceback
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from functools import cache
 from typing import Any
 
@@ -49,22 +49,20 @@ from surveil.core.play import Outcome
 from surveil.detect import patterns
 from surveil.detect.floor import Floor as Detectors
 from surveil.detect.table import TableState, TableWatch
-from surveil.events import topics
-from surveil.events import codec
+from surveil.embedded.record import record
+from surveil.events import codec, deadletter, topics
 from surveil.events import models as m
-from surveil.events import deadletter
+from surveil.events import shoe_protocol as protocol
 from surveil.events.deadletter import DeadLetter
+from surveil.events.shoe_protocol import BadLine, parse_line
+from surveil.events.signing import DeviceKeys
 from surveil.runtime.inproc import InProcessBus
 from surveil.runtime.kafka import _decode as decode_record
 from surveil.runtime.processor import Processor, Rejected
-from surveil.events.signing import DeviceKeys
 from surveil.runtime.state import MemoryBackend, State
 from surveil.settlement.processor import SettlementProcessor
-from surveil.events import shoe_protocol as protocol
-from surveil.events.shoe_protocol import BadLine, parse_line
 from surveil.shoe_reader.service import LineHandler
 from surveil.sim.floor import Floor
-from surveil.embedded.record import record
 from surveil.sim.table import ShoeLine, TableInput
 from surveil.table_controller.processor import TableController
 
@@ -72,7 +70,7 @@ FLOOR = {"tables": 2, "shoes": 1, "seed": 2026}
 DEVICE_SECRET = "fuzz floor"
 WINDOW = 20  # the floor's events after the place the fuzzed records go in
 STEP = 25  # places a case may start at: every STEP events of the floor
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 # ---- what a run found ---------------------------------------------------------------------------
 
@@ -215,8 +213,12 @@ def _count() -> st.SearchStrategy[int]:
     return st.one_of(st.integers(0, 420), st.sampled_from(EXTREME_INTS), st.integers(min_value=0))
 
 
-EXTREME_TIMES = [datetime(1, 1, 1, tzinfo=timezone.utc), datetime(1970, 1, 1, tzinfo=timezone.utc),
-                 datetime(9999, 12, 31, 15, 59, 59, tzinfo=timezone.utc), datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=timezone.utc)]
+EXTREME_TIMES = [
+    datetime(1, 1, 1, tzinfo=UTC),
+    datetime(1970, 1, 1, tzinfo=UTC),
+    datetime(9999, 12, 31, 15, 59, 59, tzinfo=UTC),
+    datetime(9999, 12, 31, 23, 59, 59, 999999, tzinfo=UTC),
+]
 
 
 @cache
@@ -224,7 +226,7 @@ def _time() -> st.SearchStrategy[datetime]:
     base = material().recorded[0].time
     return st.one_of(
         st.integers(-3600, 10 * 3600).map(lambda s: base + timedelta(seconds=s)),
-        st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59), timezones=st.just(timezone.utc)),
+        st.datetimes(min_value=datetime(1, 1, 1), max_value=datetime(9999, 12, 31, 23, 59, 59), timezones=st.just(UTC)),
         st.sampled_from(EXTREME_TIMES),
     )
 
@@ -251,16 +253,44 @@ _TOTAL = st.integers(0, 9)
 def _data(cls: type[m.Data], around: Near) -> st.SearchStrategy[m.Data]:
     """Schema-valid ``data`` of ``cls`` with absurd values where the schema lets them through."""
     fields: dict[str, st.SearchStrategy[Any]] = {
-        "shoe_id": _ids("shoe_id", around), "round_id": _ids("round_id", around), "bet_id": _ids("bet_id", around),
-        "patron_id": _ids("patron_id", around), "dealer_id": _ids("dealer_id", around), "decks": st.integers(6, 12),
-        "automatic": st.booleans(), "index": _index(), "card": _card(), "face_up": st.booleans(), "cards_out": _count(),
-        "round_no": _index(), "profile": _PROFILES, "demo": st.booleans(), "min_bet": _money(), "max_bet": _money(),
-        "currency": _CURRENCY, "carried_bet_ids": st.lists(_ids("bet_id", around), max_size=8), "seat": _SEATS, "spot": _SPOTS,
-        "amount": _money(), "indices": st.lists(_index(), max_size=30), "player": _hand(), "banker": _hand(),
-        "player_total": _TOTAL, "banker_total": _TOTAL, "outcome": st.sampled_from(list(Outcome)), "player_pair": st.booleans(),
-        "banker_pair": st.booleans(), "squeezed_by": st.one_of(st.none(), _ids("patron_id", around)), "reason": st.text(max_size=40),
-        "result": st.sampled_from(list(BetResult)), "net": _signed(), "commission": _money(), "staked": _money(),
-        "paid_out": _money(), "house_net": _signed(), "hand": st.sampled_from(["player", "banker"]),
+        "shoe_id": _ids("shoe_id", around),
+        "round_id": _ids("round_id", around),
+        "bet_id": _ids("bet_id", around),
+        "patron_id": _ids("patron_id", around),
+        "dealer_id": _ids("dealer_id", around),
+        "decks": st.integers(6, 12),
+        "automatic": st.booleans(),
+        "index": _index(),
+        "card": _card(),
+        "face_up": st.booleans(),
+        "cards_out": _count(),
+        "round_no": _index(),
+        "profile": _PROFILES,
+        "demo": st.booleans(),
+        "min_bet": _money(),
+        "max_bet": _money(),
+        "currency": _CURRENCY,
+        "carried_bet_ids": st.lists(_ids("bet_id", around), max_size=8),
+        "seat": _SEATS,
+        "spot": _SPOTS,
+        "amount": _money(),
+        "indices": st.lists(_index(), max_size=30),
+        "player": _hand(),
+        "banker": _hand(),
+        "player_total": _TOTAL,
+        "banker_total": _TOTAL,
+        "outcome": st.sampled_from(list(Outcome)),
+        "player_pair": st.booleans(),
+        "banker_pair": st.booleans(),
+        "squeezed_by": st.one_of(st.none(), _ids("patron_id", around)),
+        "reason": st.text(max_size=40),
+        "result": st.sampled_from(list(BetResult)),
+        "net": _signed(),
+        "commission": _money(),
+        "staked": _money(),
+        "paid_out": _money(),
+        "house_net": _signed(),
+        "hand": st.sampled_from(["player", "banker"]),
     }
     kwargs = {"table_id": _ids("table_id", around)}
     for name in cls.__struct_fields__:
@@ -329,8 +359,22 @@ def json_changed(draw: st.DrawFn, raw: bytes) -> bytes:
     """Valid JSON that breaks the schema (or, now and then, still keeps it)."""
     obj = json.loads(raw)
     data = obj.get("data", {})
-    op = draw(st.sampled_from(["drop", "drop-data", "retype", "retype-data", "unknown-field", "unknown-type", "borrowed-type",
-                               "specversion", "not-an-object", "data-not-object"]))
+    op = draw(
+        st.sampled_from(
+            [
+                "drop",
+                "drop-data",
+                "retype",
+                "retype-data",
+                "unknown-field",
+                "unknown-type",
+                "borrowed-type",
+                "specversion",
+                "not-an-object",
+                "data-not-object",
+            ]
+        )
+    )
     if op == "drop":
         obj.pop(draw(st.sampled_from(sorted(obj))), None)
     elif op == "drop-data" and data:
@@ -382,7 +426,9 @@ def tweaked(draw: st.DrawFn, raw: bytes) -> bytes:
     if isinstance(value, bool):
         data[name] = not value
     elif isinstance(value, int):
-        data[name] = draw(st.one_of(st.sampled_from(EXTREME_INTS), st.integers(min_value=0), st.integers(-abs(value) - 2, 2 * abs(value) + 2)))
+        data[name] = draw(
+            st.one_of(st.sampled_from(EXTREME_INTS), st.integers(min_value=0), st.integers(-abs(value) - 2, 2 * abs(value) + 2))
+        )
     elif isinstance(value, str):
         data[name] = draw(st.one_of(st.text(min_size=1, max_size=30), st.sampled_from(material().ids.get(name, ["x"]))))
     elif isinstance(value, list) and name in ("player", "banker"):
@@ -614,8 +660,11 @@ class DetectorConsumer:
 
     @staticmethod
     def _snapshot(detectors: Detectors) -> tuple[dict[str, bytes], dict[str, bytes], frozenset[str]]:
-        return ({t: _encode(w.state) for t, w in detectors.tables.items()}, {k: _encode(c) for k, c in detectors.charts.items()},
-                frozenset(detectors.raised_ids))
+        return (
+            {t: _encode(w.state) for t, w in detectors.tables.items()},
+            {k: _encode(c) for k, c in detectors.charts.items()},
+            frozenset(detectors.raised_ids),
+        )
 
     def strategy(self) -> st.SearchStrategy[Case]:
         return event_case(self.name, self.topic, len(self.snapshots))
@@ -682,8 +731,14 @@ def composed_line(draw: st.DrawFn, keys: DeviceKeys | None) -> bytes:
         draw(st.one_of(st.just("SHOE1"), st.just("SHOE1"), st.sampled_from(["SHOE2", "shoe1", ""]))),
         table := draw(st.one_of(st.sampled_from(tables), _TOKEN)),
         draw(st.one_of(st.integers(1, 10_000).map(str), _NUMBERS)),
-        draw(st.one_of(st.just("-"), st.just("2026-11-29T11:00:05.120Z"),
-                       st.from_regex(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z", fullmatch=True), _TOKEN)),
+        draw(
+            st.one_of(
+                st.just("-"),
+                st.just("2026-11-29T11:00:05.120Z"),
+                st.from_regex(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z", fullmatch=True),
+                _TOKEN,
+            )
+        ),
         kind,
         draw(st.one_of(st.sampled_from(material().ids["shoe_id"]), _TOKEN)),
         *(draw(argument) for argument in arguments),
@@ -731,8 +786,12 @@ def line_case() -> st.SearchStrategy[LineCase]:
     keys = DeviceKeys(DEVICE_SECRET)
     lines = material().lines
     return st.booleans().flatmap(
-        lambda signed: st.builds(LineCase, st.just(signed), st.integers(0, len(lines)),
-                                 st.lists(shoe_line(keys if signed else None), min_size=1, max_size=8).map(tuple))
+        lambda signed: st.builds(
+            LineCase,
+            st.just(signed),
+            st.integers(0, len(lines)),
+            st.lists(shoe_line(keys if signed else None), min_size=1, max_size=8).map(tuple),
+        )
     )
 
 
@@ -828,7 +887,7 @@ class HandlerConsumer:
             acks: list[tuple[str, int]] = []
             events, letters, expected = len(publisher.events), len(publisher.letters), dict(handler.next_seq)
             try:
-                handled = handler.handle(raw, "fuzz", lambda table, seq: acks.append((table, seq)))
+                handled = handler.handle(raw, "fuzz", lambda table, seq, acks=acks: acks.append((table, seq)))
             except Exception:
                 return status, ("crash", f"{raw!r}\n{traceback.format_exc(limit=-3)}")
             published, refused = len(publisher.events) - events, len(publisher.letters) - letters
@@ -860,11 +919,15 @@ class HandlerConsumer:
 def consumers() -> dict[str, Any]:
     mat = material()
     return {
-        "table-controller/baccarat.shoe": ProcessorConsumer("table-controller/baccarat.shoe", TableController, topics.SHOE, mat.controller_input),
-        "table-controller/baccarat.inputs": ProcessorConsumer("table-controller/baccarat.inputs", TableController, topics.INPUTS,
-                                                              mat.controller_input),
-        "settlement/baccarat.table": ProcessorConsumer("settlement/baccarat.table", SettlementProcessor, topics.TABLE,
-                                                       mat.topic_events(topics.TABLE)),
+        "table-controller/baccarat.shoe": ProcessorConsumer(
+            "table-controller/baccarat.shoe", TableController, topics.SHOE, mat.controller_input
+        ),
+        "table-controller/baccarat.inputs": ProcessorConsumer(
+            "table-controller/baccarat.inputs", TableController, topics.INPUTS, mat.controller_input
+        ),
+        "settlement/baccarat.table": ProcessorConsumer(
+            "settlement/baccarat.table", SettlementProcessor, topics.TABLE, mat.topic_events(topics.TABLE)
+        ),
         "anomaly-detection/baccarat.shoe": DetectorConsumer(topics.SHOE),
         "anomaly-detection/baccarat.table": DetectorConsumer(topics.TABLE),
         "anomaly-detection/baccarat.settlement": DetectorConsumer(topics.SETTLEMENT),
@@ -900,8 +963,9 @@ def quiet() -> Iterator[None]:
         structlog.configure(**before)
 
 
-def fuzz(consumer: Any, cases: int, seed: int = 0, chunk: int = 2000,
-         progress: Callable[[Verdict], None] = lambda verdict: None) -> Verdict:
+def fuzz(
+    consumer: Any, cases: int, seed: int = 0, chunk: int = 2000, progress: Callable[[Verdict], None] = lambda verdict: None
+) -> Verdict:
     """At least ``cases`` fuzzed records into ``consumer`` (hypothesis examples of one to a few
     records each, in rounds of at most ``chunk`` examples, each round with its own seed, each
     round's end reported to ``progress``); every failure counted, none stops the run."""
@@ -916,8 +980,7 @@ def fuzz(consumer: Any, cases: int, seed: int = 0, chunk: int = 2000,
         examples = max(1, min(chunk, (cases - verdict.cases) // 3 + 1))
 
         @with_seed(seed * 1_000_003 + round_no)
-        @settings(max_examples=examples, deadline=None, database=None, phases=[Phase.generate],
-                  suppress_health_check=list(HealthCheck))
+        @settings(max_examples=examples, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck))
         @given(consumer.strategy())
         def one(case: Any) -> None:
             check(consumer, case, verdict, strict=False)

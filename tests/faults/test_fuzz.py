@@ -24,8 +24,13 @@ def test_no_malformed_input_crashes_a_consumer_or_escapes_the_dead_letters(name:
     consumer = fuzzing.consumers()[name]
     verdict = fuzzing.Verdict(name)
 
-    @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
-              suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+    @settings(
+        max_examples=EXAMPLES,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
     @given(consumer.strategy())
     def one(case: Any) -> None:
         fuzzing.check(consumer, case, verdict, strict=True)

@@ -19,8 +19,8 @@ import pytest
 import redis
 
 from integration.deployment import Deployment
-from surveil.runtime.access import PrefixAccess
 from surveil.events.topics import ALL_TOPICS
+from surveil.runtime.access import PrefixAccess
 from surveil.runtime.topic_admin import create_topics, delete_topics
 
 
@@ -37,8 +37,7 @@ def topic_prefix(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def new_topic(kafka_bootstrap: str, topic_prefix: str,
-              kafka_partitions: int) -> Iterator[Callable[..., str]]:
+def new_topic(kafka_bootstrap: str, topic_prefix: str, kafka_partitions: int) -> Iterator[Callable[..., str]]:
     """Factory: ``new_topic("name", partitions=None) -> "<topic_prefix>name"``, created (with the
     shared partition count unless told) and ready to use; deleted when the test ends."""
     created: list[str] = []
@@ -90,7 +89,7 @@ def redis_client(redis_url: str, redis_prefix: str) -> Iterator[redis.Redis]:
     finally:
         doomed = list(client.scan_iter(match=redis_prefix + "*", count=1000))
         for i in range(0, len(doomed), 500):
-            client.unlink(*doomed[i:i + 500])
+            client.unlink(*doomed[i : i + 500])
         client.close()
 
 
@@ -118,9 +117,16 @@ def service_env(prefix_access: PrefixAccess) -> Callable[..., dict[str, str]]:
 
 
 @pytest.fixture
-def deployment(kafka_bootstrap: str, redis_url: str, unique_topics: dict[str, str], topic_prefix: str,
-               redis_client: redis.Redis, redis_prefix: str, tmp_path: Path,
-               prefix_access: PrefixAccess) -> Iterator[Deployment]:
+def deployment(
+    kafka_bootstrap: str,
+    redis_url: str,
+    unique_topics: dict[str, str],
+    topic_prefix: str,
+    redis_client: redis.Redis,
+    redis_prefix: str,
+    tmp_path: Path,
+    prefix_access: PrefixAccess,
+) -> Iterator[Deployment]:
     """The test's own deployment (``integration.deployment``): its topics and Redis keys (removed
     afterwards); no service started, and each one started as its own principal."""
     deployment = Deployment(kafka_bootstrap, redis_url, topic_prefix, redis_prefix, tmp_path, prefix_access)

@@ -35,20 +35,19 @@ from jsonschema import Draft202012Validator
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
-from surveil.events import codec
+from surveil.embedded.record import record
+from surveil.events import codec, topics
 from surveil.events import models as m
-from surveil.events import topics
+from surveil.events.signing import DeviceKeys
 from surveil.runtime.access import FLOOR_SIMULATOR, SETTLEMENT_SERVICE, PrefixAccess, redis_rules, set_redis_user
 from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.kafka import Publisher
-from surveil.events.signing import DeviceKeys
 from surveil.runtime.state import MemoryBackend, RedisBackend
 from surveil.settlement.ledger import NAMESPACE as SETTLEMENT_NAMESPACE
 from surveil.settlement.ledger import Ledger
 from surveil.settlement.reconcile import Recomputation, recompute
 from surveil.sim.floor import Floor
 from surveil.sim.live import LiveRun, ShoeGateway, play_live
-from surveil.embedded.record import record
 
 ROOT = Path(__file__).resolve().parents[2]
 SURVEIL = ROOT / ".venv" / "bin" / "surveil"
@@ -282,8 +281,13 @@ class Deployment:
     def read_values(self, topic: str, expected: int = 0, timeout: float = 180) -> list[bytes]:
         """``read``, the records' bytes undecoded."""
         name = self.topic(topic)
-        consumer = KafkaConsumer(**kafka_client_config(self.bootstrap), group_id=None, enable_auto_commit=False,
-                                 isolation_level="read_committed", auto_offset_reset="earliest")
+        consumer = KafkaConsumer(
+            **kafka_client_config(self.bootstrap),
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            auto_offset_reset="earliest",
+        )
         try:
             consumer.assign([TopicPartition(name, p) for p in consumer.partitions_for_topic(name) or ()])
             values: list[bytes] = []
@@ -386,8 +390,10 @@ class Deployment:
             if check_alive and service in self.processes:
                 assert self.alive(service), f"{service} died:\n{self.log_tail(service)}"
             time.sleep(0.2)
-        raise AssertionError(f"{service} has not consumed its input after {timeout_s} s: committed {self.committed_offsets(service)}, "
-                             f"wanted {wanted}\n{self.progress_metrics(service)}\n{self.log_tail(service)}")
+        raise AssertionError(
+            f"{service} has not consumed its input after {timeout_s} s: committed {self.committed_offsets(service)}, "
+            f"wanted {wanted}\n{self.progress_metrics(service)}\n{self.log_tail(service)}"
+        )
 
     def metric_samples(self, service: str) -> list[tuple[str, dict[str, str], float]]:
         """The service's /metrics, parsed: (name, labels, value) per sample."""
@@ -402,8 +408,13 @@ class Deployment:
             found = self.metric_samples(service)
         except OSError as error:
             return f"{service} /metrics unreadable: {error}"
-        wanted = ("surveil_events_consumed_total", "surveil_detection_latency_seconds_count", "surveil_detection_commit_seconds_count",
-                  "surveil_detection_commit_seconds_sum", "surveil_batch_seconds_count")
+        wanted = (
+            "surveil_events_consumed_total",
+            "surveil_detection_latency_seconds_count",
+            "surveil_detection_commit_seconds_count",
+            "surveil_detection_commit_seconds_sum",
+            "surveil_batch_seconds_count",
+        )
         return "\n".join(f"{name}{labels or ''} {value}" for name, labels, value in found if name in wanted)
 
     def wait_until_settled(self, timeout_s: float = 180) -> None:

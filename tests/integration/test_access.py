@@ -101,8 +101,7 @@ def read_from_start(client: dict[str, Any], topic: str, seconds: float = 5) -> E
 def test_a_client_without_credentials_cannot_even_connect_to_read_the_alerts(kafka_bootstrap: str) -> None:
     started = time.monotonic()
     with pytest.raises(KafkaError):
-        consumer = KafkaConsumer(topics.ALERTS, bootstrap_servers=kafka_bootstrap, security_protocol="PLAINTEXT",
-                                 group_id=None, **FAST)
+        consumer = KafkaConsumer(topics.ALERTS, bootstrap_servers=kafka_bootstrap, security_protocol="PLAINTEXT", group_id=None, **FAST)
         try:
             consumer.poll(timeout_ms=3000)
         finally:
@@ -158,16 +157,18 @@ def test_each_principal_writes_only_its_own_topics(principal: str, unique_topics
 
 @needs_kafka_auth
 @pytest.mark.parametrize("principal", sorted(READS))
-def test_each_principal_reads_only_what_it_consumes(principal: str, kafka_bootstrap: str, unique_topics: dict[str, str],
-                                                     prefix_access: PrefixAccess) -> None:
+def test_each_principal_reads_only_what_it_consumes(
+    principal: str, kafka_bootstrap: str, unique_topics: dict[str, str], prefix_access: PrefixAccess
+) -> None:
     seed = KafkaProducer(**kafka_client_config(kafka_bootstrap), acks="all")  # one record in each, as admin
     for name in unique_topics.values():
         seed.send(name, key=b"T01", value=b"{}")
     seed.flush(timeout=30)
     seed.close()
     client = prefix_access.kafka_client(principal)
-    outcome = {topic: read_from_start(client, name, seconds=3 if topic not in READS[principal] else 20)
-               for topic, name in unique_topics.items()}
+    outcome = {
+        topic: read_from_start(client, name, seconds=3 if topic not in READS[principal] else 20) for topic, name in unique_topics.items()
+    }
     readable = {topic for topic, result in outcome.items() if isinstance(result, int) and result > 0}
     assert readable == READS[principal], outcome
     refused = [result for topic, result in outcome.items() if topic not in READS[principal]]
@@ -176,7 +177,10 @@ def test_each_principal_reads_only_what_it_consumes(principal: str, kafka_bootst
 
 @needs_kafka_auth
 def test_settlement_publishes_and_commits_its_offsets_in_one_transaction(
-    kafka_bootstrap: str, unique_topics: dict[str, str], topic_prefix: str, prefix_access: PrefixAccess,
+    kafka_bootstrap: str,
+    unique_topics: dict[str, str],
+    topic_prefix: str,
+    prefix_access: PrefixAccess,
 ) -> None:
     client = prefix_access.kafka_client(access.SETTLEMENT_SERVICE)
     group = topic_prefix + "settlement"
@@ -185,8 +189,14 @@ def test_settlement_publishes_and_commits_its_offsets_in_one_transaction(
     admin_producer.send(table.topic, partition=0, key=b"T01", value=b"{}").get(timeout=30)
     admin_producer.close()
 
-    consumer = KafkaConsumer(**client, group_id=group, group_instance_id=f"{group}-it", enable_auto_commit=False,
-                             isolation_level="read_committed", auto_offset_reset="earliest")
+    consumer = KafkaConsumer(
+        **client,
+        group_id=group,
+        group_instance_id=f"{group}-it",
+        enable_auto_commit=False,
+        isolation_level="read_committed",
+        auto_offset_reset="earliest",
+    )
     producer = KafkaProducer(**client, acks="all", enable_idempotence=True, transactional_id=f"{topic_prefix}settlement-it")
     try:
         consumer.subscribe([table.topic])
@@ -205,8 +215,9 @@ def test_settlement_publishes_and_commits_its_offsets_in_one_transaction(
         consumer.close()
 
     admin = kafka_client_config(kafka_bootstrap)
-    consumer = KafkaConsumer(**admin, group_id=None, isolation_level="read_committed", auto_offset_reset="earliest",
-                             consumer_timeout_ms=5000)
+    consumer = KafkaConsumer(
+        **admin, group_id=None, isolation_level="read_committed", auto_offset_reset="earliest", consumer_timeout_ms=5000
+    )
     consumer.subscribe([unique_topics[topics.SETTLEMENT]])
     assert [record.value for record in consumer] == [b'{"settled": true}']
     consumer.close()
@@ -218,8 +229,9 @@ def test_settlement_publishes_and_commits_its_offsets_in_one_transaction(
 
 
 @needs_kafka_auth
-def test_a_service_cannot_take_another_services_transactional_id(unique_topics: dict[str, str], topic_prefix: str,
-                                                                 prefix_access: PrefixAccess) -> None:
+def test_a_service_cannot_take_another_services_transactional_id(
+    unique_topics: dict[str, str], topic_prefix: str, prefix_access: PrefixAccess
+) -> None:
     client = prefix_access.kafka_client(access.SETTLEMENT_SERVICE)
     producer = KafkaProducer(**client, **FAST, acks="all", enable_idempotence=True, transactional_id=f"{topic_prefix}table-controller-it")
     try:
@@ -230,8 +242,9 @@ def test_a_service_cannot_take_another_services_transactional_id(unique_topics: 
 
 
 @needs_kafka_auth
-def test_anomaly_detection_creates_topics_under_its_app_id_only(kafka_bootstrap: str, topic_prefix: str,
-                                                                prefix_access: PrefixAccess) -> None:
+def test_anomaly_detection_creates_topics_under_its_app_id_only(
+    kafka_bootstrap: str, topic_prefix: str, prefix_access: PrefixAccess
+) -> None:
     client = prefix_access.kafka_client(access.ANOMALY_DETECTION)
     own, other = f"{topic_prefix}anomaly-detection-it-scratch", f"{topic_prefix}baccarat.scratch"
     admin = KafkaAdminClient(**client, **FAST)
@@ -249,8 +262,12 @@ def test_the_tls_listener_authenticates_over_tls_with_the_stacks_ca(kafka_bootst
     tls = os.environ.get("KAFKA_TLS_BOOTSTRAP")
     if not tls or not os.environ.get("KAFKA_SSL_CAFILE"):
         pytest.skip("no TLS listener (KAFKA_TLS_BOOTSTRAP, KAFKA_SSL_CAFILE: ops/stack.sh sets them)")
-    client = {**kafka_client_config(tls), "security_protocol": "SASL_SSL", "ssl_check_hostname": True,
-              "ssl_cafile": os.environ["KAFKA_SSL_CAFILE"]}
+    client = {
+        **kafka_client_config(tls),
+        "security_protocol": "SASL_SSL",
+        "ssl_check_hostname": True,
+        "ssl_cafile": os.environ["KAFKA_SSL_CAFILE"],
+    }
     consumer = KafkaConsumer(**client, **FAST, group_id=None)
     try:
         assert topics.ALERTS in consumer.topics()
@@ -265,8 +282,9 @@ def test_the_tls_listener_authenticates_over_tls_with_the_stacks_ca(kafka_bootst
 
 
 @needs_redis_auth
-def test_a_service_redis_user_reads_and_writes_its_own_keys_only(redis_prefix: str, redis_client: redis.Redis,
-                                                                  prefix_access: PrefixAccess) -> None:
+def test_a_service_redis_user_reads_and_writes_its_own_keys_only(
+    redis_prefix: str, redis_client: redis.Redis, prefix_access: PrefixAccess
+) -> None:
     redis_client.set(f"{redis_prefix}table-controller:table:T01", b"game state")
     settlement = redis.Redis.from_url(prefix_access.redis_url(access.SETTLEMENT_SERVICE))
     controller = redis.Redis.from_url(prefix_access.redis_url(access.TABLE_CONTROLLER))
@@ -274,9 +292,11 @@ def test_a_service_redis_user_reads_and_writes_its_own_keys_only(redis_prefix: s
         settlement.set(f"{redis_prefix}settlement:round:T01:R1", b"ledger")
         assert settlement.get(f"{redis_prefix}settlement:round:T01:R1") == b"ledger"
         assert controller.get(f"{redis_prefix}table-controller:table:T01") == b"game state"
-        for client, foreign in ((settlement, f"{redis_prefix}table-controller:table:T01"),
-                                (controller, f"{redis_prefix}settlement:round:T01:R1"),
-                                (settlement, "settlement:round:T01:R1")):  # another deployment's (the stack's) namespace
+        for client, foreign in (
+            (settlement, f"{redis_prefix}table-controller:table:T01"),
+            (controller, f"{redis_prefix}settlement:round:T01:R1"),
+            (settlement, "settlement:round:T01:R1"),
+        ):  # another deployment's (the stack's) namespace
             with pytest.raises(redis.exceptions.NoPermissionError):
                 client.get(foreign)
             with pytest.raises(redis.exceptions.NoPermissionError):
@@ -303,7 +323,9 @@ def test_a_service_redis_user_reads_and_writes_its_own_keys_only(redis_prefix: s
 def test_the_stacks_service_users_and_the_default_user(redis_url: str) -> None:
     """The unprefixed users of ops/stack.sh: settlement cannot read the table-controller's keys;
     without credentials nothing is allowed, not even PING."""
-    settlement = redis.Redis.from_url(access.redis_url_for(redis_url, access.SETTLEMENT_SERVICE, access.redis_passwords()[access.SETTLEMENT_SERVICE]))
+    settlement = redis.Redis.from_url(
+        access.redis_url_for(redis_url, access.SETTLEMENT_SERVICE, access.redis_passwords()[access.SETTLEMENT_SERVICE])
+    )
     anonymous = redis.Redis.from_url(access.redis_url_for(redis_url, "default", "x").replace("default:x@", ""))
     try:
         assert settlement.get(f"settlement:it-probe-{uuid.uuid4().hex}") is None

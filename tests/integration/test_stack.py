@@ -18,8 +18,8 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import RetriableError
 
 from surveil.events import topics
-from surveil.runtime.config import kafka_client_config
 from surveil.events.topics import ALL_TOPICS
+from surveil.runtime.config import kafka_client_config
 from surveil.runtime.topic_admin import partition_counts
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,8 +30,7 @@ CLIENT = {"reconnect_backoff_ms": 50, "reconnect_backoff_max_ms": 1000}
 
 
 def reliable_producer(bootstrap: str, **overrides: object) -> KafkaProducer:
-    return KafkaProducer(**kafka_client_config(bootstrap), acks="all", enable_idempotence=True,
-                         linger_ms=5, **{**CLIENT, **overrides})
+    return KafkaProducer(**kafka_client_config(bootstrap), acks="all", enable_idempotence=True, linger_ms=5, **{**CLIENT, **overrides})
 
 
 def group_consumer(bootstrap: str, topic: str, group: str) -> KafkaConsumer:
@@ -42,15 +41,15 @@ def group_consumer(bootstrap: str, topic: str, group: str) -> KafkaConsumer:
     topic's partitions, gets none assigned ("No partition metadata for topic"), and stays so for
     minutes (seen in 5 of 70 tries on a busy machine; 0 of 100 with this order).
     """
-    consumer = KafkaConsumer(**kafka_client_config(bootstrap), group_id=group,
-                             auto_offset_reset="earliest", enable_auto_commit=False, **CLIENT)
+    consumer = KafkaConsumer(
+        **kafka_client_config(bootstrap), group_id=group, auto_offset_reset="earliest", enable_auto_commit=False, **CLIENT
+    )
     consumer.partitions_for_topic(topic)
     consumer.subscribe([topic])
     return consumer
 
 
-def read_all(bootstrap: str, topic: str, group: str, expected: int,
-             timeout_s: float = 30) -> list:
+def read_all(bootstrap: str, topic: str, group: str, expected: int, timeout_s: float = 30) -> list:
     """Consume ``topic`` from the start in ``group`` until ``expected`` records or timeout."""
     consumer = group_consumer(bootstrap, topic, group)
     records: list = []
@@ -65,22 +64,20 @@ def read_all(bootstrap: str, topic: str, group: str, expected: int,
     return records
 
 
-def test_the_system_topics_exist_with_the_shared_partition_count(kafka_bootstrap: str,
-                                                                 kafka_partitions: int) -> None:
+def test_the_system_topics_exist_with_the_shared_partition_count(kafka_bootstrap: str, kafka_partitions: int) -> None:
     assert partition_counts(kafka_bootstrap, ALL_TOPICS) == {t: kafka_partitions for t in ALL_TOPICS}
 
 
 def test_unique_topics_are_fresh_copies_of_every_system_topic(
-        kafka_bootstrap: str, unique_topics: dict[str, str], topic_prefix: str,
-        kafka_partitions: int) -> None:
+    kafka_bootstrap: str, unique_topics: dict[str, str], topic_prefix: str, kafka_partitions: int
+) -> None:
     assert set(unique_topics) == set(ALL_TOPICS)
     assert all(name == topic_prefix + real for real, name in unique_topics.items())
     counts = partition_counts(kafka_bootstrap, unique_topics.values())
     assert counts == {name: kafka_partitions for name in unique_topics.values()}
 
 
-def test_keyed_events_round_trip_in_order_per_table(
-        kafka_bootstrap: str, unique_topics: dict[str, str], consumer_group: str) -> None:
+def test_keyed_events_round_trip_in_order_per_table(kafka_bootstrap: str, unique_topics: dict[str, str], consumer_group: str) -> None:
     topic = unique_topics[topics.SHOE]
     tables = [f"T{n:02d}" for n in range(1, 9)]
     producer = reliable_producer(kafka_bootstrap)
@@ -107,8 +104,7 @@ def test_keyed_events_round_trip_in_order_per_table(
     assert by_table == {t: list(range(1, 51)) for t in tables}
 
 
-def test_redis_client_writes_and_reads_under_its_prefix(redis_client: redis.Redis,
-                                                        redis_prefix: str) -> None:
+def test_redis_client_writes_and_reads_under_its_prefix(redis_client: redis.Redis, redis_prefix: str) -> None:
     key = redis_prefix + "ledger:R1"
     assert redis_client.hsetnx(key, "bet-1", 95)
     assert not redis_client.hsetnx(key, "bet-1", 95)  # what the settlement ledger relies on
@@ -117,7 +113,9 @@ def test_redis_client_writes_and_reads_under_its_prefix(redis_client: redis.Redi
         pipe.incrby(redis_prefix + "paid", 95).incrby(redis_prefix + "paid", 100)
         assert pipe.execute() == [95, 195]
     assert sorted(redis_client.scan_iter(match=redis_prefix + "*")) == [
-        (redis_prefix + "ledger:R1").encode(), (redis_prefix + "paid").encode()]
+        (redis_prefix + "ledger:R1").encode(),
+        (redis_prefix + "paid").encode(),
+    ]
 
 
 def test_a_redis_killed_and_restarted_keeps_every_transaction_it_acknowledged(redis_url: str) -> None:
@@ -156,8 +154,7 @@ def test_a_redis_killed_and_restarted_keeps_every_transaction_it_acknowledged(re
         client.close()
 
 
-def test_redis_prefixes_differ_between_tests(redis_prefix: str, consumer_group: str,
-                                             topic_prefix: str) -> None:
+def test_redis_prefixes_differ_between_tests(redis_prefix: str, consumer_group: str, topic_prefix: str) -> None:
     # Three fixtures, three fresh tags: none equal, none a prefix of another.
     tags = {redis_prefix[:-1], consumer_group, topic_prefix[:-1]}
     assert len(tags) == 3
@@ -173,8 +170,7 @@ PACE_S = 0.005  # a send every 5 ms: the first quarter before the kill, then sen
 
 
 def stack_sh(*args: str) -> str:
-    proc = subprocess.run(["bash", str(ROOT / "ops" / "stack.sh"), *args], cwd=ROOT,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(["bash", str(ROOT / "ops" / "stack.sh"), *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"ops/stack.sh {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
     return proc.stdout
 
@@ -184,10 +180,12 @@ def broker_pid() -> int:
 
 
 def test_a_broker_killed_and_restarted_under_load_loses_no_acknowledged_event(
-        kafka_broker, new_topic: Callable[..., str], consumer_group: str) -> None:
+    kafka_broker, new_topic: Callable[..., str], consumer_group: str
+) -> None:
     if not kafka_broker.ops_controlled:
-        pytest.skip(f"the broker ({kafka_broker.source}, {kafka_broker.bootstrap}) is not the "
-                    "one ops/stack.sh runs, so the test cannot kill it")
+        pytest.skip(
+            f"the broker ({kafka_broker.source}, {kafka_broker.bootstrap}) is not the one ops/stack.sh runs, so the test cannot kill it"
+        )
     bootstrap = kafka_broker.bootstrap
     topic = new_topic("restart")
     lock = threading.Lock()
@@ -202,9 +200,9 @@ def test_a_broker_killed_and_restarted_under_load_loses_no_acknowledged_event(
     retried_polls: list[float] = []
 
     # Generous timeouts: a record may wait out the whole restart and still be delivered.
-    producer = reliable_producer(bootstrap, retries=1_000_000, delivery_timeout_ms=180_000,
-                                 request_timeout_ms=10_000, max_block_ms=180_000,
-                                 retry_backoff_ms=100)
+    producer = reliable_producer(
+        bootstrap, retries=1_000_000, delivery_timeout_ms=180_000, request_timeout_ms=10_000, max_block_ms=180_000, retry_backoff_ms=100
+    )
 
     def on_ack(record: tuple[str, int], meta) -> None:
         with lock:
@@ -259,7 +257,7 @@ def test_a_broker_killed_and_restarted_under_load_loses_no_acknowledged_event(
                 if ends_known.is_set():
                     last: dict[int, int] = {}  # the highest offset read per partition
                     with lock:
-                        for (p, o) in seen:
+                        for p, o in seen:
                             last[p] = max(last.get(p, -1), o)
                     if all(end == 0 or last.get(p, -1) + 1 >= end for p, end in end_offsets.items()):
                         return
@@ -268,8 +266,10 @@ def test_a_broker_killed_and_restarted_under_load_loses_no_acknowledged_event(
         finally:
             consumer.close()
 
-    threads = [threading.Thread(target=produce, name="producer", daemon=True),
-               threading.Thread(target=consume, name="consumer", daemon=True)]
+    threads = [
+        threading.Thread(target=produce, name="producer", daemon=True),
+        threading.Thread(target=consume, name="consumer", daemon=True),
+    ]
     threads[1].start()
     assert consumer_ready.wait(30), "the consumer got no partitions within 30 s"
     threads[0].start()
@@ -298,18 +298,18 @@ def test_a_broker_killed_and_restarted_under_load_loses_no_acknowledged_event(
     if threads[1].is_alive():
         with lock:
             last: dict[int, int] = {}
-            for (p, o) in seen:
+            for p, o in seen:
                 last[p] = max(last.get(p, -1), o)
-        pytest.fail(f"the consumer did not catch up: end offsets {end_offsets}, read up to {last}, "
-                    f"{len(retried_polls)} polls raised")
+        pytest.fail(f"the consumer did not catch up: end offsets {end_offsets}, read up to {last}, {len(retried_polls)} polls raised")
     if errors:
         raise errors[0]
 
-    print(f"\nkilled the broker after {N_EVENTS // 4} sends ({acked_before} acknowledged, "
-          f"{seen_before} consumed); {sent_while_down} more sent while it restarted, the rest after; "
-          f"{len(acked)} acknowledged, {len(seen)} distinct records read "
-          f"({len(retried_polls)} consumer polls raised and were retried); "
-          + restart.strip().splitlines()[-1].removeprefix("[stack] "))
+    print(
+        f"\nkilled the broker after {N_EVENTS // 4} sends ({acked_before} acknowledged, "
+        f"{seen_before} consumed); {sent_while_down} more sent while it restarted, the rest after; "
+        f"{len(acked)} acknowledged, {len(seen)} distinct records read "
+        f"({len(retried_polls)} consumer polls raised and were retried); " + restart.strip().splitlines()[-1].removeprefix("[stack] ")
+    )
     # Before the kill both clients were working, and the producer went on sending meanwhile.
     assert acked_before > 0 and seen_before > 0
     assert sent_while_down > 0

@@ -12,7 +12,7 @@ import itertools
 import random
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from surveil.core.cards import CARDS, Card
@@ -21,13 +21,12 @@ from surveil.core.play import Coup, RoundResult, deal, result_of
 from surveil.core.procedure import burn_due
 from surveil.core.profiles import load_profile
 from surveil.core.shoe import shuffled_shoe
-from surveil.events import topics
-from surveil.events import codec
+from surveil.events import codec, topics
 from surveil.events import models as m
 from surveil.runtime.inproc import InProcessBus
 from surveil.settlement.processor import SettlementProcessor
 
-START = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 BURN_FILLER = ("9D", "JC", "4S", "QD", "7S", "AC", "6D", "KC", "3H", "8D")  # distinct: never a ninth copy
 
 
@@ -131,7 +130,9 @@ class Scenario:
         bet_id = bet.bet_id or f"B{next(self._ids)}"
         self.emit(
             m.BetPlaced,
-            m.BetPlacedData(table_id=self.table, round_id=round_id, bet_id=bet_id, patron_id=bet.patron, seat=bet.seat, spot=bet.spot, amount=bet.amount),
+            m.BetPlacedData(
+                table_id=self.table, round_id=round_id, bet_id=bet_id, patron_id=bet.patron, seat=bet.seat, spot=bet.spot, amount=bet.amount
+            ),
         )
         return bet_id
 

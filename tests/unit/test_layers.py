@@ -17,8 +17,11 @@ def lint_imports(package_parent: Path) -> subprocess.CompletedProcess[str]:
     """``lint-imports`` with the project's contract, on the package found in ``package_parent``."""
     return subprocess.run(
         [str(LINT_IMPORTS), "--config", str(ROOT / "pyproject.toml"), "--no-cache"],
-        cwd=ROOT, env={"PYTHONPATH": str(package_parent), "PATH": "/usr/bin:/bin"},
-        capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        env={"PYTHONPATH": str(package_parent), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 

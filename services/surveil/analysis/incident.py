@@ -43,7 +43,7 @@ from typing import Any
 import msgspec
 
 from ..core import money
-from ..core.cards import CARDS, Card
+from ..core.cards import CARDS
 from ..core.findings import AlertCode
 from ..core.money import BetResult, Commission, Settlement, Spot
 from ..core.play import Coup, Outcome, RoundResult, banker_rule, deal, hand_total, player_rule, result_of
@@ -79,9 +79,25 @@ class ShoeTrail:
     in which round (``round_ids[round_slot[index]]``; slot 0 is the shoe's start)."""
 
     __slots__ = (
-        "table_id", "shoe_id", "seq", "decks", "automatic", "started_at", "ended_at", "cards_out",
-        "reads", "where", "round_slot", "round_ids", "slots", "face_up", "cut_index", "start_burn",
-        "outcomes", "outcome_rounds", "pinned",
+        "table_id",
+        "shoe_id",
+        "seq",
+        "decks",
+        "automatic",
+        "started_at",
+        "ended_at",
+        "cards_out",
+        "reads",
+        "where",
+        "round_slot",
+        "round_ids",
+        "slots",
+        "face_up",
+        "cut_index",
+        "start_burn",
+        "outcomes",
+        "outcome_rounds",
+        "pinned",
     )
 
     def __init__(self, table_id: str, shoe_id: str, seq: int) -> None:
@@ -254,7 +270,9 @@ class PatronRecord:
     wins_by_table: Counter[str] = field(default_factory=Counter)
 
     def copy(self) -> PatronRecord:
-        return PatronRecord(self.decided, self.wins, self.staked, bytearray(self.strip), Counter(self.by_table), Counter(self.wins_by_table))
+        return PatronRecord(
+            self.decided, self.wins, self.staked, bytearray(self.strip), Counter(self.by_table), Counter(self.wins_by_table)
+        )
 
 
 @dataclass(slots=True)
@@ -370,8 +388,15 @@ class IncidentCollector:
             for bet_id in d.carried_bet_ids:
                 bet = previous.bets.get(bet_id)
                 if bet is not None and not bet.withdrawn:
-                    rnd.bets[bet_id] = BetTrail(bet.bet_id, bet.patron_id, bet.seat, bet.spot, bet.amount,
-                                                [(event.time, "carried", str(bet.spot), bet.amount, False)], previous.round_id)
+                    rnd.bets[bet_id] = BetTrail(
+                        bet.bet_id,
+                        bet.patron_id,
+                        bet.seat,
+                        bet.spot,
+                        bet.amount,
+                        [(event.time, "carried", str(bet.spot), bet.amount, False)],
+                        previous.round_id,
+                    )
         table.last_round_id = d.round_id
         table.shoe(d.shoe_id).slot(d.round_id)
         tables = self.dealer(d.dealer_id).tables
@@ -385,7 +410,9 @@ class IncidentCollector:
         late = rnd.closed_at is not None or rnd.completed is not None or rnd.voided is not None
         if isinstance(d, m.BetPlacedData):
             if d.bet_id not in rnd.bets:
-                rnd.bets[d.bet_id] = BetTrail(d.bet_id, d.patron_id, d.seat, d.spot, d.amount, [(event.time, "placed", str(d.spot), d.amount, late)])
+                rnd.bets[d.bet_id] = BetTrail(
+                    d.bet_id, d.patron_id, d.seat, d.spot, d.amount, [(event.time, "placed", str(d.spot), d.amount, late)]
+                )
             return
         bet = rnd.bets.get(d.bet_id)
         if bet is None:
@@ -499,7 +526,7 @@ class IncidentCollector:
             incident.earlier_shoe = self._repeat_source(table, shoe, incident.evidence)
         elif rule == AlertCode.OUTCOME_DRIFT and shoe is not None:
             ended = [s for s in table.all_shoes() if s.seq <= shoe.seq and s.outcomes]
-            incident.drift_shoes = [table.pin_shoe(s.shoe_id) or s for s in ended[-patterns.DRIFT_TABLE_SHOES:]]
+            incident.drift_shoes = [table.pin_shoe(s.shoe_id) or s for s in ended[-patterns.DRIFT_TABLE_SHOES :]]
         elif rule == AlertCode.PATRON_WIN_RATE and d.patron_id:
             incident.patron = self.patrons.get(d.patron_id, PatronRecord()).copy()
         if rule in DEALER_RULES and d.dealer_id and d.round_id:
@@ -559,7 +586,9 @@ def _find_run(shoe: ShoeTrail, run: Sequence[str]) -> list[int]:
     return [sequence[i + k - 1][0] for i in range(len(codes) - k + 1) if codes[i : i + k] == list(run)]
 
 
-def common_run(later: ShoeTrail, earlier: ShoeTrail, run: Sequence[str], end_index: int | None) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
+def common_run(
+    later: ShoeTrail, earlier: ShoeTrail, run: Sequence[str], end_index: int | None
+) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
     """The longest run of cards the two shoes share around ``run`` (which ends at ``end_index`` of
     ``later``): the cards of each shoe with their indices, aligned."""
     a, b = later.sequence(), earlier.sequence()
@@ -656,13 +685,17 @@ def play_differences(c: m.RoundCompletedData, right: CorrectPlay) -> list[str]:
     player_draw = player_rule(p2, b2)
     third = CARDS[right.player[2][1]] if len(right.player) == 3 else None
     banker_draw = banker_rule(b2, p2, third)
-    same_places = [i for i, _ in dealt_p[:2]] == [i for i, _ in right.player[:2]] and [i for i, _ in dealt_b[:2]] == [i for i, _ in right.banker[:2]]
+    same_places = [i for i, _ in dealt_p[:2]] == [i for i, _ in right.player[:2]] and [i for i, _ in dealt_b[:2]] == [
+        i for i, _ in right.banker[:2]
+    ]
     if dealt_p[:2] != right.player[:2] or dealt_b[:2] != right.banker[:2]:
         if same_places:  # the right cards went to the right places, but a hand shows another card
             for hand, dealt, by_rules in (("Player", dealt_p, right.player), ("Banker", dealt_b, right.banker)):
                 for position, ((index, shown), (_, read)) in enumerate(zip(dealt[:2], by_rules[:2]), start=1):
                     if shown != read:
-                        out.append(f"The {hand}'s {_ordinal(position)} card shows the {shown} where the shoe read the {read} (card {index}).")
+                        out.append(
+                            f"The {hand}'s {_ordinal(position)} card shows the {shown} where the shoe read the {read} (card {index})."
+                        )
         else:
             out.append(
                 f"First four cards: dealt Player {_plain_cards(dealt_p[:2])}, Banker {_plain_cards(dealt_b[:2])}; "
@@ -680,11 +713,15 @@ def play_differences(c: m.RoundCompletedData, right: CorrectPlay) -> list[str]:
     if actual.outcome != ruled.outcome:
         out.append(f"The winner changes: as dealt {_outcome_text(actual)}; by the rules {_outcome_text(ruled)}.")
     elif (actual.player_total, actual.banker_total) != (ruled.player_total, ruled.banker_total):
-        out.append(f"Totals differ (as dealt Player {actual.player_total}, Banker {actual.banker_total}; by the rules "
-                   f"Player {ruled.player_total}, Banker {ruled.banker_total}) but the outcome is the same: {_outcome_text(ruled)}.")
+        out.append(
+            f"Totals differ (as dealt Player {actual.player_total}, Banker {actual.banker_total}; by the rules "
+            f"Player {ruled.player_total}, Banker {ruled.banker_total}) but the outcome is the same: {_outcome_text(ruled)}."
+        )
     for name, label in (("player_pair", "Player pair"), ("banker_pair", "Banker pair")):
         if getattr(actual, name) != getattr(ruled, name):
-            out.append(f"{label}: {'yes' if getattr(actual, name) else 'no'} as dealt, {'yes' if getattr(ruled, name) else 'no'} by the rules.")
+            out.append(
+                f"{label}: {'yes' if getattr(actual, name) else 'no'} as dealt, {'yes' if getattr(ruled, name) else 'no'} by the rules."
+            )
     return out
 
 
@@ -694,13 +731,15 @@ def _draw_text(draws: bool, hand: list[tuple[int, str]]) -> str:
 
 def _third_card(hand: str, dealt: list[tuple[int, str]], right: list[tuple[int, str]], two: int, article: str) -> list[str]:
     if len(dealt) > len(right):
-        extra = ", ".join(f"the {code} (card {index})" for index, code in dealt[len(right):])
+        extra = ", ".join(f"the {code} (card {index})" for index, code in dealt[len(right) :])
         return [f"{hand} drew {extra} but had to stand on {two} ({article})."]
     if len(dealt) < len(right):
         index, code = right[2]
         return [f"{hand} stood on {two} but had to draw ({article}): the {code} (card {index}) was the {hand}'s third card."]
     if len(dealt) == 3 and dealt[2] != right[2]:
-        return [f"{hand}'s third card is the {dealt[2][1]} (card {dealt[2][0]}); in shoe order it is the {right[2][1]} (card {right[2][0]})."]
+        return [
+            f"{hand}'s third card is the {dealt[2][1]} (card {dealt[2][0]}); in shoe order it is the {right[2][1]} (card {right[2][0]})."
+        ]
     return []
 
 
@@ -845,14 +884,16 @@ class Page:
         body += [self.section(n, incident) for n, incident in enumerate(self.incidents, start=1)]
         if not self.incidents:
             body.append('<p class="clean">No alerts: every round in the log was dealt, settled and paid by the rules.</p>')
-        body.append(f'<footer>Written by <code>surveil replay --report</code> from {e(self.c.log_name)}. '
-                    "Rules: the DICJ rules as docs/rules.md reads them; payouts by core.money.settle, correct play by core.play.deal.</footer>")
+        body.append(
+            f"<footer>Written by <code>surveil replay --report</code> from {e(self.c.log_name)}. "
+            "Rules: the DICJ rules as docs/rules.md reads them; payouts by core.money.settle, correct play by core.play.deal.</footer>"
+        )
         return (
             "<!DOCTYPE html>\n"
             '<html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width, initial-scale=1">'
             f"<title>Incident report: {e(self.c.log_name)}</title><style>{CSS}</style></head>\n"
-            f'<body>\n{"".join(body)}\n</body></html>\n'
+            f"<body>\n{''.join(body)}\n</body></html>\n"
         )
 
     # ---- header and contents --------------------------------------------------------------
@@ -877,25 +918,57 @@ class Page:
         facts = [
             ("Log", f"<code>{e(self.c.log_name)}</code>"),
             ("Time span", f"{time_text(self.c.first_time)} to {time_text(self.c.last_time)}"),
-            ("Tables", f"{len(tables)}: " + ", ".join(f"{e(t)}{f' ({by_table[t]})' if by_table[t] else ''}" for t in tables[:40])
-             + (f" and {len(tables) - 40} more" if len(tables) > 40 else "")),
+            (
+                "Tables",
+                f"{len(tables)}: "
+                + ", ".join(f"{e(t)}{f' ({by_table[t]})' if by_table[t] else ''}" for t in tables[:40])
+                + (f" and {len(tables) - 40} more" if len(tables) > 40 else ""),
+            ),
         ]
         if self.result is not None:
-            facts.append(("Replayed", f"{self.result.events:,} events, {self.result.rounds_checked:,} rounds checked"
-                          + (f", {len(self.result.bad_lines)} malformed lines skipped" if self.result.bad_lines else "")))
-        facts.append(("Alerts", f"<strong>{len(alerts)}</strong>: " + ", ".join(
-            f'<span class="sev {s}">{by_severity[s]} {s}</span>' for s in ("critical", "warning", "info") if by_severity[s]) if alerts else "none"))
-        facts.append(("Money at stake", f"<strong>{money_text(at_stake)}</strong> <span class=\"muted\">(the stakes the alerts' evidence names)</span>"))
+            facts.append(
+                (
+                    "Replayed",
+                    f"{self.result.events:,} events, {self.result.rounds_checked:,} rounds checked"
+                    + (f", {len(self.result.bad_lines)} malformed lines skipped" if self.result.bad_lines else ""),
+                )
+            )
+        facts.append(
+            (
+                "Alerts",
+                f"<strong>{len(alerts)}</strong>: "
+                + ", ".join(f'<span class="sev {s}">{by_severity[s]} {s}</span>' for s in ("critical", "warning", "info") if by_severity[s])
+                if alerts
+                else "none",
+            )
+        )
+        facts.append(
+            (
+                "Money at stake",
+                f'<strong>{money_text(at_stake)}</strong> <span class="muted">(the stakes the alerts\' evidence names)</span>',
+            )
+        )
         if payout_gap:
-            facts.append(("Paid against the rules", f"<strong>{signed(payout_gap)}</strong> <span class=\"muted\">(net paid to patrons minus what the rules give, over the payout alerts)</span>"))
+            facts.append(
+                (
+                    "Paid against the rules",
+                    f'<strong>{signed(payout_gap)}</strong> <span class="muted">(net paid to patrons minus what the rules give, over the payout alerts)</span>',
+                )
+            )
         rows = "".join(
             f'<tr><td><span class="sev {e(severity_of[rule])}">{e(severity_of[rule])}</span></td><td><code>{e(rule)}</code></td>'
             f'<td class="num">{count}</td><td class="num">{money_text(stake_by_rule[rule])}</td></tr>'
             for rule, count in sorted(by_rule.items(), key=lambda kv: (SEVERITY_ORDER.get(severity_of[kv[0]], 3), -kv[1], kv[0]))
         )
         facts_html = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
-        rules_table = (f'<table class="grid by-rule"><thead><tr><th>severity</th><th>rule</th><th class="num">alerts</th>'
-                       f'<th class="num">money at stake</th></tr></thead><tbody>{rows}</tbody></table>') if rows else ""
+        rules_table = (
+            (
+                f'<table class="grid by-rule"><thead><tr><th>severity</th><th>rule</th><th class="num">alerts</th>'
+                f'<th class="num">money at stake</th></tr></thead><tbody>{rows}</tbody></table>'
+            )
+            if rows
+            else ""
+        )
         return (
             '<header class="report-head"><h1>Incident report</h1>'
             f'<p class="subtitle">Baccarat table surveillance · {e(self.c.log_name)}</p>'
@@ -917,15 +990,22 @@ class Page:
         return (
             '<nav class="toc" id="contents"><h2>Contents</h2><table class="grid"><thead><tr><th>#</th><th>severity</th>'
             "<th>rule</th><th>article</th><th>where</th><th>time</th><th>summary</th></tr></thead><tbody>"
-            + "".join(rows) + "</tbody></table></nav>"
+            + "".join(rows)
+            + "</tbody></table></nav>"
         )
 
     # ---- one alert ---------------------------------------------------------------------------
 
     def section(self, n: int, i: Incident) -> str:
         d = i.data
-        ids = [("table", d.table_id), ("shoe", d.shoe_id), ("round", d.round_id), ("bet", d.bet_id),
-               ("patron", d.patron_id), ("dealer", d.dealer_id)]
+        ids = [
+            ("table", d.table_id),
+            ("shoe", d.shoe_id),
+            ("round", d.round_id),
+            ("bet", d.bet_id),
+            ("patron", d.patron_id),
+            ("dealer", d.dealer_id),
+        ]
         id_html = "".join(f'<span class="id"><span class="muted">{k}</span> {e(v)}</span>' for k, v in ids if v)
         parts = [
             f'<section class="alert {e(d.severity)}" id="{i.anchor}" data-rule="{e(d.rule)}" data-alert="{e(d.alert_id)}">',
@@ -974,7 +1054,9 @@ class Page:
         if focus_round is not None:
             out.append(self.round_view(focus_round, i))
         elif i.data.round_id and rule != AlertCode.DEALER_ERROR_RATE:
-            out.append(f'<p class="missing">Round {e(i.data.round_id)} is not in the log (no round.opened for it at table {e(i.data.table_id)}).</p>')
+            out.append(
+                f'<p class="missing">Round {e(i.data.round_id)} is not in the log (no round.opened for it at table {e(i.data.table_id)}).</p>'
+            )
         return out
 
     # ---- the round ------------------------------------------------------------------------------
@@ -988,16 +1070,36 @@ class Page:
         commission = commission_of(profile_name)
         facts = []
         if o is not None:
-            facts += [("round", f"{o.round_no} <span class=\"muted\">({e(rnd.round_id)})</span>" + (' <span class="flag">demonstration</span>' if o.demo else "")),
-                      ("shoe", e(o.shoe_id)), ("dealer", e(o.dealer_id)),
-                      ("house profile", f"{e(profile_name or '')} <span class=\"muted\">({e(str(commission)) if commission else 'unknown profile'})</span>"),
-                      ("table limits", f"min {money_text(o.min_bet)} · max {money_text(o.max_bet)} {e(o.currency)}")]
+            facts += [
+                (
+                    "round",
+                    f'{o.round_no} <span class="muted">({e(rnd.round_id)})</span>'
+                    + (' <span class="flag">demonstration</span>' if o.demo else ""),
+                ),
+                ("shoe", e(o.shoe_id)),
+                ("dealer", e(o.dealer_id)),
+                (
+                    "house profile",
+                    f'{e(profile_name or "")} <span class="muted">({e(str(commission)) if commission else "unknown profile"})</span>',
+                ),
+                ("table limits", f"min {money_text(o.min_bet)} · max {money_text(o.max_bet)} {e(o.currency)}"),
+            ]
         else:
-            facts.append(("round", f"{e(rnd.round_id)} <span class=\"muted\">(its round.opened is not in the log)</span>"))
-        facts.append(("times", f"opened {clock_text(rnd.opened_at)} · bets closed {clock_text(rnd.closed_at)} · "
-                               + (f"completed {clock_text(rnd.completed_at)}" if c else ("voided" if rnd.voided else "not completed in the log"))))
+            facts.append(("round", f'{e(rnd.round_id)} <span class="muted">(its round.opened is not in the log)</span>'))
+        facts.append(
+            (
+                "times",
+                f"opened {clock_text(rnd.opened_at)} · bets closed {clock_text(rnd.closed_at)} · "
+                + (f"completed {clock_text(rnd.completed_at)}" if c else ("voided" if rnd.voided else "not completed in the log")),
+            )
+        )
         if c is not None and c.squeezed_by:
-            facts.append(("cards held by", f'<span class="{ "hot" if d.rule == AlertCode.SQUEEZE_HOLDER else ""}">{e(c.squeezed_by)}</span> (squeeze, Art. 16)'))
+            facts.append(
+                (
+                    "cards held by",
+                    f'<span class="{"hot" if d.rule == AlertCode.SQUEEZE_HOLDER else ""}">{e(c.squeezed_by)}</span> (squeeze, Art. 16)',
+                )
+            )
         if rnd.voided is not None:
             facts.append(("voided", e(rnd.voided.reason)))
         facts_html = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in facts)
@@ -1066,9 +1168,15 @@ class Page:
                 f'<tr class="{" ".join(classes)}" data-index="{index}" data-hand="{data_hand}"><td class="num">{index}</td>'
                 f"<td>{card_cell}{face}</td><td>{went}</td><td>{e(rule_text)}</td></tr>"
             )
-        note = "" if shoe is not None else '<p class="muted">The shoe\'s reads of this shoe are not in the log: the cards are the hands\' own.</p>'
-        return ('<h4>Cards in shoe order</h4><table class="grid cards-order"><thead><tr><th class="num">shoe index</th><th>card</th>'
-                f'<th>went to</th><th>by the rules</th></tr></thead><tbody>{"".join(rows)}</tbody></table>{note}')
+        note = (
+            ""
+            if shoe is not None
+            else "<p class=\"muted\">The shoe's reads of this shoe are not in the log: the cards are the hands' own.</p>"
+        )
+        return (
+            '<h4>Cards in shoe order</h4><table class="grid cards-order"><thead><tr><th class="num">shoe index</th><th>card</th>'
+            f"<th>went to</th><th>by the rules</th></tr></thead><tbody>{''.join(rows)}</tbody></table>{note}"
+        )
 
     def hands_table(self, c: m.RoundCompletedData, right: CorrectPlay | None) -> str:
         actual = cards_result(c)
@@ -1083,10 +1191,20 @@ class Page:
         )
         if right is not None:
             ruled = right.coup.result
-            rows.append(self._hands_row("By the rules (core.play.deal)", [code for _, code in right.player], [code for _, code in right.banker],
-                                        ruled, "rules", bad=ruled != actual))
-        table = ('<h4>Hands and result</h4><table class="grid hands"><thead><tr><th></th><th>Player</th><th>Banker</th>'
-                 f'<th class="num">Player total</th><th class="num">Banker total</th><th>result</th></tr></thead><tbody>{"".join(rows)}</tbody></table>')
+            rows.append(
+                self._hands_row(
+                    "By the rules (core.play.deal)",
+                    [code for _, code in right.player],
+                    [code for _, code in right.banker],
+                    ruled,
+                    "rules",
+                    bad=ruled != actual,
+                )
+            )
+        table = (
+            '<h4>Hands and result</h4><table class="grid hands"><thead><tr><th></th><th>Player</th><th>Banker</th>'
+            f'<th class="num">Player total</th><th class="num">Banker total</th><th>result</th></tr></thead><tbody>{"".join(rows)}</tbody></table>'
+        )
         notes = []
         if declared_differs:
             notes.append("The declared result is not what the cards say (Art. 5, 11-13).")
@@ -1104,8 +1222,10 @@ class Page:
 
     @staticmethod
     def _hands_row(label: str, player: list[str], banker: list[str], result: RoundResult, key: str, bad: bool = False) -> str:
-        return (f'<tr class="{"bad" if bad else ""}" data-row="{key}"><th>{e(label)}</th><td>{cards_html(player)}</td><td>{cards_html(banker)}</td>'
-                f'<td class="num">{result.player_total}</td><td class="num">{result.banker_total}</td><td>{_result_text(result)}</td></tr>')
+        return (
+            f'<tr class="{"bad" if bad else ""}" data-row="{key}"><th>{e(label)}</th><td>{cards_html(player)}</td><td>{cards_html(banker)}</td>'
+            f'<td class="num">{result.player_total}</td><td class="num">{result.banker_total}</td><td>{_result_text(result)}</td></tr>'
+        )
 
     def bets_table(self, rnd: RoundTrail, commission: Commission | None, right: CorrectPlay | None, i: Incident) -> str:
         c = rnd.completed
@@ -1113,9 +1233,17 @@ class Page:
         declared = declared_result(c) if c else None
         by_cards = cards_result(c) if c else None
         show_cards = c is not None and by_cards != declared
-        show_right = (right is not None and declared is not None and right.coup.result != declared and commission is not None
-                      and any(money.settle(bet.spot, bet.amount, right.coup.result, commission) != money.settle(bet.spot, bet.amount, declared, commission)
-                              for bet in rnd.active_bets()))
+        show_right = (
+            right is not None
+            and declared is not None
+            and right.coup.result != declared
+            and commission is not None
+            and any(
+                money.settle(bet.spot, bet.amount, right.coup.result, commission)
+                != money.settle(bet.spot, bet.amount, declared, commission)
+                for bet in rnd.active_bets()
+            )
+        )
         settlements: dict[str, list[tuple[datetime, str, m.BetSettledData]]] = {}
         for item in rnd.settlements:
             settlements.setdefault(item[2].bet_id, []).append(item)
@@ -1134,34 +1262,65 @@ class Page:
             bet = rnd.bets.get(bet_id)
             paid = settlements.get(bet_id, [])
             classes = []
-            if bet_id == d.bet_id or (d.patron_id and ((bet and bet.patron_id == d.patron_id) or (paid and paid[0][2].patron_id == d.patron_id))):
+            if bet_id == d.bet_id or (
+                d.patron_id and ((bet and bet.patron_id == d.patron_id) or (paid and paid[0][2].patron_id == d.patron_id))
+            ):
                 classes.append("focus")
             if bet is None:
                 first = paid[0][2]
-                cells = [e(bet_id), e(first.patron_id), "—", e(str(first.spot)), money_text(first.amount),
-                         '<span class="hot">not on the table\'s record</span>']
+                cells = [
+                    e(bet_id),
+                    e(first.patron_id),
+                    "—",
+                    e(str(first.spot)),
+                    money_text(first.amount),
+                    '<span class="hot">not on the table\'s record</span>',
+                ]
                 due = None
             else:
                 history = "; ".join(
-                    f'{clock_text(t)} {e(action)} {e(spot)} {money_text(amount)}' + (' <span class="hot">after bets closed</span>' if late else "")
-                    for t, action, spot, amount, late in bet.history)
+                    f"{clock_text(t)} {e(action)} {e(spot)} {money_text(amount)}"
+                    + (' <span class="hot">after bets closed</span>' if late else "")
+                    for t, action, spot, amount, late in bet.history
+                )
                 if bet.carried_from:
                     history = f'<span class="muted">carried from the tie of {e(bet.carried_from)}</span>; ' + history
-                cells = [e(bet_id), e(bet.patron_id), e(bet.seat), e(str(bet.spot)), (f'<s title="withdrawn">{money_text(bet.amount)}</s>' if bet.withdrawn else money_text(bet.amount)), history]
+                cells = [
+                    e(bet_id),
+                    e(bet.patron_id),
+                    e(bet.seat),
+                    e(str(bet.spot)),
+                    (f'<s title="withdrawn">{money_text(bet.amount)}</s>' if bet.withdrawn else money_text(bet.amount)),
+                    history,
+                ]
                 due = None if bet.withdrawn else rules_give(bet, declared, rnd.voided is not None, commission)
                 if not bet.withdrawn:
                     total["stake"] += bet.amount
             paid_text = "<br>".join(
-                (f"{'again: ' if n else ''}" + settlement_html(Settlement(s.result, s.net, s.commission))
-                 + (f" <span class=\"muted\">on {e(str(s.spot))} {money_text(s.amount)}</span>" if bet is not None and (s.spot, s.amount) != (bet.spot, bet.amount) else ""))
+                (
+                    f"{'again: ' if n else ''}"
+                    + settlement_html(Settlement(s.result, s.net, s.commission))
+                    + (
+                        f' <span class="muted">on {e(str(s.spot))} {money_text(s.amount)}</span>'
+                        if bet is not None and (s.spot, s.amount) != (bet.spot, bet.amount)
+                        else ""
+                    )
+                )
                 for n, (_, _, s) in enumerate(paid)
-            ) or ('<span class="muted">withdrawn: nothing to settle</span>' if bet is not None and bet.withdrawn
-                  else '<span class="hot">never settled</span>' if c is not None or rnd.voided else "—")
+            ) or (
+                '<span class="muted">withdrawn: nothing to settle</span>'
+                if bet is not None and bet.withdrawn
+                else '<span class="hot">never settled</span>'
+                if c is not None or rnd.voided
+                else "—"
+            )
             cells += [paid_text, settlement_html(due)]
             if show_cards:
                 cells.append(settlement_html(rules_give(bet, by_cards, False, commission)) if bet and not bet.withdrawn else "—")
             if show_right:
-                cells.append(settlement_html(rules_give(bet, right.coup.result, False, commission)) if bet and not bet.withdrawn and right else "—")
+                cells.append(
+                    settlement_html(rules_give(bet, right.coup.result, False, commission)) if bet and not bet.withdrawn and right else "—"
+                )
             paid_net = sum(s.net for _, _, s in paid)
             paid_comm = sum(s.commission for _, _, s in paid)
             total["paid"] += paid_net
@@ -1177,30 +1336,51 @@ class Page:
             if off:
                 classes.append("bad")
             cells.append(f'<span class="{"hot" if off else ""}">{signed(gap)}</span>')
-            rows.append(f'<tr class="{" ".join(classes)}" data-bet="{e(bet_id)}">' + "".join(
-                f'<td class="{BET_CELL_CLASSES.get(n, "")}">{cell}</td>' for n, cell in enumerate(cells)) + "</tr>")
+            rows.append(
+                f'<tr class="{" ".join(classes)}" data-bet="{e(bet_id)}">'
+                + "".join(f'<td class="{BET_CELL_CLASSES.get(n, "")}">{cell}</td>' for n, cell in enumerate(cells))
+                + "</tr>"
+            )
         span = len(head) - 1
-        rows.append(f'<tr class="total"><th colspan="4">total</th><td class="num">{money_text(total["stake"])}</td><td></td>'
-                    f'<td>net {signed(total["paid"])}</td><td>net {signed(total["due"])}</td>'
-                    + "<td></td>" * (span - 8) + f'<td>{signed(total["paid"] - total["due"])}</td></tr>')
-        table = ('<h4>Bets and payouts</h4><table class="grid bets"><thead><tr>' + "".join(f"<th>{e(h)}</th>" for h in head)
-                 + f'</tr></thead><tbody>{"".join(rows)}</tbody></table>')
-        table += f'<p class="muted small">Paid: each bet.settled. Rules give: core.money.settle on the declared result, commission {e(str(commission)) if commission else "unknown"}' \
-                 f'{", as the settlement check judges" if show_cards or show_right else ""}' \
-                 f'{"; if dealt right: on the result of the correct play" if show_right else ""}. Net is what the patron gains.</p>'
+        rows.append(
+            f'<tr class="total"><th colspan="4">total</th><td class="num">{money_text(total["stake"])}</td><td></td>'
+            f"<td>net {signed(total['paid'])}</td><td>net {signed(total['due'])}</td>"
+            + "<td></td>" * (span - 8)
+            + f"<td>{signed(total['paid'] - total['due'])}</td></tr>"
+        )
+        table = (
+            '<h4>Bets and payouts</h4><table class="grid bets"><thead><tr>'
+            + "".join(f"<th>{e(h)}</th>" for h in head)
+            + f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        )
+        table += (
+            f'<p class="muted small">Paid: each bet.settled. Rules give: core.money.settle on the declared result, commission {e(str(commission)) if commission else "unknown"}'
+            f"{', as the settlement check judges' if show_cards or show_right else ''}"
+            f"{'; if dealt right: on the result of the correct play' if show_right else ''}. Net is what the patron gains.</p>"
+        )
         spot_totals = money.spot_totals((bet.spot, bet.amount) for bet in rnd.active_bets())
         if rnd.opened is not None and rnd.active_bets():
             difference = abs(spot_totals[Spot.BANKER] - spot_totals[Spot.PLAYER])
             over = difference > rnd.opened.max_bet
-            table += (f'<p class="small">On the layout: ' + " · ".join(f"{e(str(s))} {money_text(a)}" for s, a in spot_totals.items() if a)
-                      + f' · Banker − Player difference <span class="{"hot" if over else ""}">{money_text(difference)}</span> against the limit {money_text(rnd.opened.max_bet)} (Art. 14)</p>')
+            table += (
+                '<p class="small">On the layout: '
+                + " · ".join(f"{e(str(s))} {money_text(a)}" for s, a in spot_totals.items() if a)
+                + f' · Banker − Player difference <span class="{"hot" if over else ""}">{money_text(difference)}</span> against the limit {money_text(rnd.opened.max_bet)} (Art. 14)</p>'
+            )
         for declared_totals in rnd.round_settled:
             sums = money.RoundTotals()
             for _, _, s in rnd.settlements:
                 sums = sums.add(s.amount, Settlement(s.result, s.net, s.commission))
-            pairs = [("staked", declared_totals.staked, sums.staked), ("paid out", declared_totals.paid_out, sums.paid_out),
-                     ("commission", declared_totals.commission, sums.commission), ("house net", declared_totals.house_net, sums.house_net)]
-            line = " · ".join(f'{k} {money_text(a)}' + ("" if a == b else f' <span class="hot">(the bets add up to {money_text(b)})</span>') for k, a, b in pairs)
+            pairs = [
+                ("staked", declared_totals.staked, sums.staked),
+                ("paid out", declared_totals.paid_out, sums.paid_out),
+                ("commission", declared_totals.commission, sums.commission),
+                ("house net", declared_totals.house_net, sums.house_net),
+            ]
+            line = " · ".join(
+                f"{k} {money_text(a)}" + ("" if a == b else f' <span class="hot">(the bets add up to {money_text(b)})</span>')
+                for k, a, b in pairs
+            )
             table += f'<p class="small">round.settled: {line}</p>'
         return table
 
@@ -1218,16 +1398,21 @@ class Page:
         if first_dealt is not None:
             after = f'<div class="cell next"><div class="idx">{first_dealt}</div>{card_html(shoe.card(first_dealt))}<div class="muted small">first card dealt</div></div>'
         policy = ev.get("policy", "")
-        explain = {"decks": f"one card per deck: {shoe.decks} decks", "fixed": "the house's fixed count",
-                   "first_card": "the first card, shown, plus as many as its face value (10/J/Q/K count 10)"}.get(str(policy), str(policy))
+        explain = {
+            "decks": f"one card per deck: {shoe.decks} decks",
+            "fixed": "the house's fixed count",
+            "first_card": "the first card, shown, plus as many as its face value (10/J/Q/K count 10)",
+        }.get(str(policy), str(policy))
         first = shoe.card(burned[0]) if burned else None
         if policy == "first_card" and first:
             face = CARDS[first].rank.face_value
             explain += f"; the first card was the {card_text(first)}, face value {face}: 1 + {face}"
-        return (f'<div class="block"><h3>The burn at the shoe\'s start (Art. 2.1)</h3>'
-                f'<p>Policy <strong>{e(str(policy))}</strong>: {e(explain)}. Due <strong>{e(str(ev.get("expected_count")))}</strong>, '
-                f'burned <strong class="hot">{e(str(ev.get("seen_count")))}</strong>.</p>'
-                f'<div class="strip">{cells}{after}</div></div>')
+        return (
+            f'<div class="block"><h3>The burn at the shoe\'s start (Art. 2.1)</h3>'
+            f"<p>Policy <strong>{e(str(policy))}</strong>: {e(explain)}. Due <strong>{e(str(ev.get('expected_count')))}</strong>, "
+            f'burned <strong class="hot">{e(str(ev.get("seen_count")))}</strong>.</p>'
+            f'<div class="strip">{cells}{after}</div></div>'
+        )
 
     def cut_view(self, i: Incident) -> str:
         shoe = i.shoe
@@ -1244,14 +1429,18 @@ class Page:
             if index == size - CUT_CARD_MIN_BEHIND + 1:
                 classes.append("min-line")
             read = shoe.card(index) if shoe else None
-            cells.append(f'<div class="{" ".join(["cell", *classes])}"><div class="idx">{index}</div>{card_html(read) if read else BLANK_CARD}</div>')
+            cells.append(
+                f'<div class="{" ".join(["cell", *classes])}"><div class="idx">{index}</div>{card_html(read) if read else BLANK_CARD}</div>'
+            )
             if index == before:
                 cells.append('<div class="cell cut-card"><div class="idx">cut</div><span class="card white">CUT</span></div>')
-        return (f'<div class="block"><h3>Where the cut card went (Art. 2.1)</h3>'
-                f'<p>{decks} decks, {size} cards. The cut card came out after card <strong>{before}</strong>, leaving '
-                f'<strong class="hot">{size - before}</strong> cards behind it; the rules want at least about {CUT_CARD_MIN_BEHIND} '
-                f'(the dashed line).</p><div class="strip end-of-shoe">{"".join(cells)}</div>'
-                f'<p class="muted small">The end of the shoe: shaded cards lay behind the cut card; blank cards were never read.</p></div>')
+        return (
+            f'<div class="block"><h3>Where the cut card went (Art. 2.1)</h3>'
+            f"<p>{decks} decks, {size} cards. The cut card came out after card <strong>{before}</strong>, leaving "
+            f'<strong class="hot">{size - before}</strong> cards behind it; the rules want at least about {CUT_CARD_MIN_BEHIND} '
+            f'(the dashed line).</p><div class="strip end-of-shoe">{"".join(cells)}</div>'
+            f'<p class="muted small">The end of the shoe: shaded cards lay behind the cut card; blank cards were never read.</p></div>'
+        )
 
     def after_cut_view(self, i: Incident) -> str:
         shoe = i.shoe
@@ -1268,15 +1457,21 @@ class Page:
         near = [kv for kv in ordered if max(kv[1]) >= cut - 12]
         for round_id, indices in near[:8]:
             first, last = min(indices), max(indices)
-            relation = "before the cut card" if last <= cut else ("in progress when it came out" if first <= cut else "opened after it came out")
+            relation = (
+                "before the cut card" if last <= cut else ("in progress when it came out" if first <= cut else "opened after it came out")
+            )
             hot = round_id == i.data.round_id
-            rows.append(f'<tr class="{"bad" if hot else ""}"><td>{e(round_id)}</td><td class="num">{first}–{last}</td><td>{relation}</td></tr>')
+            rows.append(
+                f'<tr class="{"bad" if hot else ""}"><td>{e(round_id)}</td><td class="num">{first}–{last}</td><td>{relation}</td></tr>'
+            )
         policy = i.evidence.get("policy", "")
-        return (f'<div class="block"><h3>Rounds around the cut card (Art. 3.1)</h3>'
-                f'<p>The cut card came out after card <strong>{cut}</strong>. House policy <strong>{e(str(policy))}</strong>: '
-                f'{"one more round may be played" if policy == "one_more" else "the round in progress is the last"}.</p>'
-                f'<table class="grid"><thead><tr><th>round</th><th class="num">cards</th><th>against the cut card</th></tr></thead>'
-                f'<tbody>{"".join(rows)}</tbody></table></div>')
+        return (
+            f'<div class="block"><h3>Rounds around the cut card (Art. 3.1)</h3>'
+            f"<p>The cut card came out after card <strong>{cut}</strong>. House policy <strong>{e(str(policy))}</strong>: "
+            f"{'one more round may be played' if policy == 'one_more' else 'the round in progress is the last'}.</p>"
+            f'<table class="grid"><thead><tr><th>round</th><th class="num">cards</th><th>against the cut card</th></tr></thead>'
+            f"<tbody>{''.join(rows)}</tbody></table></div>"
+        )
 
     def drift_view(self, i: Incident) -> str:
         ev = i.evidence
@@ -1297,54 +1492,82 @@ class Page:
         tested = i.drift_shoes or ([this] if this else [])
         single = this is not None and len(this.outcomes) == rounds
         if single and this is not None:
-            shoes_html = f'<h4>The shoe\'s outcomes in order (bead road)</h4>{bead_road(this)}'
+            shoes_html = f"<h4>The shoe's outcomes in order (bead road)</h4>{bead_road(this)}"
         elif tested:
             rows = "".join(
                 f'<tr><td>{e(s.shoe_id)}</td><td class="num">{len(s.outcomes)}</td>'
-                + "".join(f'<td class="num">{s.outcomes.count(ord(x))}</td>' for x in "BPT") + "</tr>"
+                + "".join(f'<td class="num">{s.outcomes.count(ord(x))}</td>' for x in "BPT")
+                + "</tr>"
                 for s in tested
             )
-            shoes_html = ('<h4>The table\'s last shoes</h4><table class="grid"><thead><tr><th>shoe</th><th class="num">rounds</th>'
-                          f'<th class="num">Banker</th><th class="num">Player</th><th class="num">Tie</th></tr></thead><tbody>{rows}</tbody></table>'
-                          + "".join(f'<p class="small">{e(s.shoe_id)}</p>{bead_road(s)}' for s in tested))
-        return (f'<div class="block"><h3>Outcomes against the exact odds</h3>'
-                f'<table class="grid drift"><thead><tr><th></th><th class="num">seen</th><th class="num">expected</th><th class="num">difference</th>'
-                f'<th>seen (solid) against expected (outline)</th></tr></thead><tbody>{"".join(bars)}</tbody></table>'
-                f'<p class="small">{rounds} rounds; chi-square {e(str(ev.get("chi_square")))} with 2 degrees of freedom, p = {value_html(ev.get("p_value"))} '
-                f'(alerts below {value_html(ev.get("alpha"))}).</p>{shoes_html}</div>')
+            shoes_html = (
+                '<h4>The table\'s last shoes</h4><table class="grid"><thead><tr><th>shoe</th><th class="num">rounds</th>'
+                f'<th class="num">Banker</th><th class="num">Player</th><th class="num">Tie</th></tr></thead><tbody>{rows}</tbody></table>'
+                + "".join(f'<p class="small">{e(s.shoe_id)}</p>{bead_road(s)}' for s in tested)
+            )
+        return (
+            f'<div class="block"><h3>Outcomes against the exact odds</h3>'
+            f'<table class="grid drift"><thead><tr><th></th><th class="num">seen</th><th class="num">expected</th><th class="num">difference</th>'
+            f"<th>seen (solid) against expected (outline)</th></tr></thead><tbody>{''.join(bars)}</tbody></table>"
+            f'<p class="small">{rounds} rounds; chi-square {e(str(ev.get("chi_square")))} with 2 degrees of freedom, p = {value_html(ev.get("p_value"))} '
+            f"(alerts below {value_html(ev.get('alpha'))}).</p>{shoes_html}</div>"
+        )
 
     def patron_view(self, i: Incident) -> str:
         ev = i.evidence
         record = i.patron
-        rows = [("decided Player/Banker bets (chart)", f'{ev.get("decided_bets")}'), ("won (chart)", f'{ev.get("wins")} ({_percent(ev.get("win_rate"))})'),
-                ("a fair game", f'about {_percent(ev.get("in_control_rate"))}')]
+        rows = [
+            ("decided Player/Banker bets (chart)", f"{ev.get('decided_bets')}"),
+            ("won (chart)", f"{ev.get('wins')} ({_percent(ev.get('win_rate'))})"),
+            ("a fair game", f"about {_percent(ev.get('in_control_rate'))}"),
+        ]
         strip = ""
         tables = ""
         if record is not None:
-            rows.append(("in this log up to the alert", f"{record.wins} won of {record.decided} decided, {money_text(record.staked)} staked on them"))
-            strip = ('<h4>The last decided bets, oldest first</h4><div class="wl">'
-                     + "".join(f'<span class="{"w" if x == ord("W") else "l"}">{chr(x)}</span>' for x in record.strip) + "</div>")
-            tables = "<p class=\"small\">By table: " + " · ".join(
-                f"{e(t)} {record.wins_by_table[t]}/{n}" for t, n in record.by_table.most_common()) + "</p>"
+            rows.append(
+                (
+                    "in this log up to the alert",
+                    f"{record.wins} won of {record.decided} decided, {money_text(record.staked)} staked on them",
+                )
+            )
+            strip = (
+                '<h4>The last decided bets, oldest first</h4><div class="wl">'
+                + "".join(f'<span class="{"w" if x == ord("W") else "l"}">{chr(x)}</span>' for x in record.strip)
+                + "</div>"
+            )
+            tables = (
+                '<p class="small">By table: '
+                + " · ".join(f"{e(t)} {record.wins_by_table[t]}/{n}" for t, n in record.by_table.most_common())
+                + "</p>"
+            )
         facts = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
-        return (f'<div class="block"><h3>Patron {e(i.data.patron_id or "")}: the record</h3><table class="facts small">{facts}</table>'
-                f'{strip}{tables}<p class="muted small">The round below is the one whose bet ({e(str(ev.get("last_bet", "")))}) made the chart signal.</p></div>')
+        return (
+            f'<div class="block"><h3>Patron {e(i.data.patron_id or "")}: the record</h3><table class="facts small">{facts}</table>'
+            f'{strip}{tables}<p class="muted small">The round below is the one whose bet ({e(str(ev.get("last_bet", "")))}) made the chart signal.</p></div>'
+        )
 
     def dealer_view(self, i: Incident) -> str:
         ev = i.evidence
         record = i.dealer
-        rows = [("rounds with dealing errors (chart)", f'{ev.get("rounds_with_errors")} of {ev.get("rounds")}'),
-                ("usual rate", f'one in {round(1 / ev["in_control_rate"]) if ev.get("in_control_rate") else "?"}')]
+        rows = [
+            ("rounds with dealing errors (chart)", f"{ev.get('rounds_with_errors')} of {ev.get('rounds')}"),
+            ("usual rate", f"one in {round(1 / ev['in_control_rate']) if ev.get('in_control_rate') else '?'}"),
+        ]
         listing = ""
         if record is not None:
-            rows.append(("rounds dealt in this log up to the alert", f"{record.rounds} (tables {', '.join(e(t) for t in sorted(record.tables))})"))
+            rows.append(
+                ("rounds dealt in this log up to the alert", f"{record.rounds} (tables {', '.join(e(t) for t in sorted(record.tables))})")
+            )
             items = "".join(
-                f'<tr><td>{e(table)}</td><td>{e(round_id)}</td><td>'
-                + ", ".join(f"<code>{e(rule)}</code> {self.link(alert_id)}" for rule, alert_id in found) + "</td></tr>"
+                f"<tr><td>{e(table)}</td><td>{e(round_id)}</td><td>"
+                + ", ".join(f"<code>{e(rule)}</code> {self.link(alert_id)}" for rule, alert_id in found)
+                + "</td></tr>"
                 for (table, round_id), found in record.error_rounds.items()
             )
-            listing = ('<h4>Rounds the alerts blamed on this dealer</h4><table class="grid"><thead><tr><th>table</th><th>round</th><th>alerts</th></tr></thead>'
-                       f"<tbody>{items}</tbody></table>")
+            listing = (
+                '<h4>Rounds the alerts blamed on this dealer</h4><table class="grid"><thead><tr><th>table</th><th>round</th><th>alerts</th></tr></thead>'
+                f"<tbody>{items}</tbody></table>"
+            )
         facts = "".join(f"<tr><th>{k}</th><td>{v}</td></tr>" for k, v in rows)
         return f'<div class="block"><h3>Dealer {e(i.data.dealer_id or "")}: the record</h3><table class="facts small">{facts}</table>{listing}</div>'
 
@@ -1361,11 +1584,15 @@ class Page:
         for start in range(0, len(a), 16):
             top = "".join(f'<td><div class="idx">{index}</div>{card_html(code)}</td>' for index, code in a[start : start + 16])
             bottom = "".join(f'<td>{card_html(code)}<div class="idx">{index}</div></td>' for index, code in b[start : start + 16])
-            chunks.append(f'<table class="pair"><tr><th>{e(later.shoe_id)}</th>{top}</tr><tr><th>{e(earlier.shoe_id)}</th>{bottom}</tr></table>')
-        return (f'<div class="block"><h3>The repeated run, side by side</h3>'
-                f'<p><strong>{len(a)} cards</strong> in the same order: cards {a[0][0]}–{a[-1][0]} of shoe {e(later.shoe_id)} '
-                f'are cards {b[0][0]}–{b[-1][0]} of shoe {e(earlier.shoe_id)}, {_shoes_back(ev.get("shoes_back"))} at this table. '
-                f'A fair shuffle repeats a run of {patterns.REPEAT_K} practically never.</p>{"".join(chunks)}</div>')
+            chunks.append(
+                f'<table class="pair"><tr><th>{e(later.shoe_id)}</th>{top}</tr><tr><th>{e(earlier.shoe_id)}</th>{bottom}</tr></table>'
+            )
+        return (
+            f'<div class="block"><h3>The repeated run, side by side</h3>'
+            f"<p><strong>{len(a)} cards</strong> in the same order: cards {a[0][0]}–{a[-1][0]} of shoe {e(later.shoe_id)} "
+            f"are cards {b[0][0]}–{b[-1][0]} of shoe {e(earlier.shoe_id)}, {_shoes_back(ev.get('shoes_back'))} at this table. "
+            f"A fair shuffle repeats a run of {patterns.REPEAT_K} practically never.</p>{''.join(chunks)}</div>"
+        )
 
     def copies_view(self, i: Incident) -> str:
         shoe = i.shoe
@@ -1376,12 +1603,16 @@ class Page:
         for n, (index, code) in enumerate(((x, c) for x, c in shoe.sequence() if c == card), start=1):
             where, round_id = shoe.went(index)
             went = {PLAYER: "Player", BANKER: "Banker", BURNED: "burned"}.get(where, "not yet in a hand or burn")
-            rows.append(f'<tr class="{"bad" if index == i.index else ""}"><td class="num">{n}</td><td class="num">{index}</td><td>{card_html(code)}</td>'
-                        f'<td>{e(went)}{f" · {e(round_id)}" if round_id else ""}</td></tr>')
+            rows.append(
+                f'<tr class="{"bad" if index == i.index else ""}"><td class="num">{n}</td><td class="num">{index}</td><td>{card_html(code)}</td>'
+                f"<td>{e(went)}{f' · {e(round_id)}' if round_id else ''}</td></tr>"
+            )
         decks = f"{'an' if shoe.decks in (8, 11) else 'a'} {shoe.decks}-deck shoe"
-        return (f'<div class="block"><h3>Every {card_html(card)} out of this shoe</h3>'
-                f'<p>{decks.capitalize()} holds {shoe.decks} of each card (Art. 1); copy {len(rows)} came out.</p><table class="grid"><thead><tr><th class="num">copy</th>'
-                f'<th class="num">shoe index</th><th>card</th><th>went to</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>')
+        return (
+            f'<div class="block"><h3>Every {card_html(card)} out of this shoe</h3>'
+            f'<p>{decks.capitalize()} holds {shoe.decks} of each card (Art. 1); copy {len(rows)} came out.</p><table class="grid"><thead><tr><th class="num">copy</th>'
+            f'<th class="num">shoe index</th><th>card</th><th>went to</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+        )
 
     def strip_view(self, shoe: ShoeTrail, index: int, around: int = 6) -> str:
         cells = []
@@ -1389,11 +1620,15 @@ class Page:
             where, round_id = shoe.went(x)
             label = {PLAYER: "P", BANKER: "B", BURNED: "burn"}.get(where, "—")
             cls = "cell focus" if x == index else "cell"
-            cells.append(f'<div class="{cls}"><div class="idx">{x}</div>{card_html(shoe.card(x))}<div class="small">{label}</div>'
-                         f'<div class="muted tiny">{e(_short_round(round_id))}</div></div>')
-        return (f'<div class="block"><h3>Shoe {e(shoe.shoe_id)} around card {index}</h3>'
-                f'<div class="strip">{"".join(cells)}</div>'
-                '<p class="muted small">P/B: dealt to the Player/Banker; burn: burned; —: neither.</p></div>')
+            cells.append(
+                f'<div class="{cls}"><div class="idx">{x}</div>{card_html(shoe.card(x))}<div class="small">{label}</div>'
+                f'<div class="muted tiny">{e(_short_round(round_id))}</div></div>'
+            )
+        return (
+            f'<div class="block"><h3>Shoe {e(shoe.shoe_id)} around card {index}</h3>'
+            f'<div class="strip">{"".join(cells)}</div>'
+            '<p class="muted small">P/B: dealt to the Player/Banker; burn: burned; —: neither.</p></div>'
+        )
 
 
 def bead_road(shoe: ShoeTrail) -> str:
@@ -1442,7 +1677,7 @@ def _cards_in_text(sentence: str) -> str:
     words = []
     for word in e(sentence).split(" "):
         core = word.rstrip(".,;:)")
-        tail = word[len(core):]
+        tail = word[len(core) :]
         code, _, rest = core.partition("(")
         if code in CARDS:
             words.append(card_html(code) + (f'<span class="muted">({rest}</span>' if rest else "") + tail)

@@ -22,16 +22,16 @@ import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from io import BufferedIOBase
 from itertools import islice
 from pathlib import Path
-from typing import IO, Any, Protocol
+from typing import Any, Protocol
 
 import msgspec
 
 from ..detect.floor import Floor
 from ..detect.table import Fact, Raised
-from ..events import topics
-from ..events import codec
+from ..events import codec, topics
 from ..events.models import AlertRaised, Event
 
 WATCHED_TOPICS = frozenset({topics.SHOE, topics.TABLE, topics.SETTLEMENT})
@@ -55,7 +55,7 @@ class ReplayResult:
     tables: int = 0
 
 
-def open_log(path: Path) -> IO[bytes]:
+def open_log(path: Path) -> BufferedIOBase:
     """The log's bytes, gunzipped when the file is gzip (by its magic number, not its name)."""
     with open(path, "rb") as probe:
         gzipped = probe.read(2) == b"\x1f\x8b"

@@ -48,7 +48,7 @@ def verify(lines: Iterator[bytes]) -> Verification:
             result.breaks.append(Break(number, "?", "?", f"not an event: {error}"))
             continue
         if not isinstance(alert, AlertRaised):
-            result.breaks.append(Break(number, alert.subject, "?", f"not an alert: {alert.__struct_config__.tag}"))  # type: ignore[attr-defined]
+            result.breaks.append(Break(number, alert.subject, "?", f"not an alert: {alert.event_type}"))
             continue
         d = alert.data
         if d.alert_id in seen and seen[d.alert_id] == d.chain:

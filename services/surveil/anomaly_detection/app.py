@@ -47,10 +47,8 @@ from ..detect.alerts import chained, raise_alert
 from ..detect.devices import signature_finding
 from ..detect.floor import chart_finding
 from ..detect.table import DealerRound, Fact, PatronBet, TableState, TableWatch
-from ..events import topics
-from ..events import codec
+from ..events import codec, deadletter, topics
 from ..events.models import AlertRaised
-from ..events import deadletter
 from ..runtime.config import Settings
 from ..runtime.kafka import partition_for
 from . import metrics
@@ -133,9 +131,7 @@ app = App(
 alerts_topic = app.topic(settings.topic(topics.ALERTS), key_type=bytes, value_type=bytes)
 deadletters_topic = app.topic(settings.topic(topics.DEADLETTER), key_type=bytes, value_type=bytes)
 FACTS = f"{SERVICE}-facts"
-facts_topic = app.topic(
-    settings.topic(FACTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True
-)
+facts_topic = app.topic(settings.topic(FACTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True)
 # Pattern alerts go back to their table's watch, which chains every alert of the table in order.
 PATTERN_ALERTS = f"{SERVICE}-pattern-alerts"
 pattern_alerts_topic = app.topic(
@@ -196,7 +192,7 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         try:
             decoded = codec.decode(raw)
             if topic != PATTERN_ALERTS and decoded.topic != topic:  # it would be read as what it is not
-                raise codec.InvalidEventError(f"a {decoded.__struct_config__.tag} event travels on {decoded.topic}, not on {topic}")
+                raise codec.InvalidEventError(f"a {decoded.event_type} event travels on {decoded.topic}, not on {topic}")
         except codec.InvalidEventError as error:
             letter = deadletter.dead_letter(
                 SERVICE, raw, str(error), origin=message.topic, topic=message.topic, partition=message.partition, offset=message.offset

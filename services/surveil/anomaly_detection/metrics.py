@@ -7,13 +7,25 @@ from prometheus_client import Counter, Gauge, Histogram
 from ..core.findings import SEVERITY
 from ..core.play import Outcome
 from ..detect.table import TableState
-from ..events import topics
 from ..events import models as m
+from ..events import topics
 from ..runtime.metrics import DEAD_LETTERS
 
 __all__ = [
-    "ALERTS", "ALERT_LATENCY", "COMMIT_SECONDS", "DEAD_LETTERS", "EVENT_LATENCY", "PATRON_ALERTS", "QUEUE_LATENCY", "ROUNDS_CHECKED", "ROUND_OUTCOMES",
-    "TABLE_ALERTS", "TABLE_LAST_EVENT", "TABLE_SHOE_IN_PLAY", "alert_raised", "table_event",
+    "ALERTS",
+    "ALERT_LATENCY",
+    "COMMIT_SECONDS",
+    "DEAD_LETTERS",
+    "EVENT_LATENCY",
+    "PATRON_ALERTS",
+    "QUEUE_LATENCY",
+    "ROUNDS_CHECKED",
+    "ROUND_OUTCOMES",
+    "TABLE_ALERTS",
+    "TABLE_LAST_EVENT",
+    "TABLE_SHOE_IN_PLAY",
+    "alert_raised",
+    "table_event",
 ]
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)

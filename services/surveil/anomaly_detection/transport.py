@@ -148,17 +148,25 @@ class Consumer(aiokafka.Consumer):
                 self._commit_waits_for = "the offsets' commit"
                 committed = await super()._commit_offsets(offsets, start_new_transaction)
         except TimeoutError:
-            await self.crash(CommitStalled(
-                f"a commit waited {loop.time() - started:.1f} s for {self._commit_waits_for}: stopping the worker, "
-                "to be restarted from its last commit"))
+            await self.crash(
+                CommitStalled(
+                    f"a commit waited {loop.time() - started:.1f} s for {self._commit_waits_for}: stopping the worker, "
+                    "to be restarted from its last commit"
+                )
+            )
             return False
         finally:
             watchdog.cancel()
         took = loop.time() - started
         metrics.COMMIT_SECONDS.observe(took)
         if took > SLOW_COMMIT_S:
-            self.log.warning("a commit of %d partitions took %.1f s: %.1f s for the tables' changelog, %.1f s for the offsets",
-                             len(offsets), took, written - started, took - (written - started))
+            self.log.warning(
+                "a commit of %d partitions took %.1f s: %.1f s for the tables' changelog, %.1f s for the offsets",
+                len(offsets),
+                took,
+                written - started,
+                took - (written - started),
+            )
         return committed
 
     async def _watch_commit(self, commit: asyncio.Task[Any] | None, started: float) -> None:
@@ -176,8 +184,13 @@ class Consumer(aiokafka.Consumer):
                 clients = [chain for chain in map(_await_chain, tasks) if "aiokafka/" in chain]
             except Exception as error:  # noqa: BLE001
                 clients = [f"unreadable: {error!r}"]
-            self.log.warning("a commit has waited %.0f s for %s; the commit: %s; the Kafka clients' tasks: %s",
-                             loop.time() - started, self._commit_waits_for, _await_chain(commit), " | ".join(sorted(clients)))
+            self.log.warning(
+                "a commit has waited %.0f s for %s; the commit: %s; the Kafka clients' tasks: %s",
+                loop.time() - started,
+                self._commit_waits_for,
+                _await_chain(commit),
+                " | ".join(sorted(clients)),
+            )
 
     async def perform_seek(self) -> None:
         await super().perform_seek()  # to the committed offsets
@@ -185,8 +198,7 @@ class Consumer(aiokafka.Consumer):
         for tp, offset in unapplied.items():
             committed = self._read_offset.get(tp)
             if committed is not None and offset < committed:
-                self.log.warning("%s: the tables applied up to %d, not to %d as committed: reading again from there",
-                                 tp, offset, committed)
+                self.log.warning("%s: the tables applied up to %d, not to %d as committed: reading again from there", tp, offset, committed)
                 await self.seek(tp, offset)
                 self._read_offset[tp] = offset
         self._sought()

@@ -23,11 +23,16 @@ from ..settlement import reconcile as reconcile_
 from ..settlement.ledger import Ledger, PatronTotals, TableTotals
 
 redis_option = click.option(
-    "--redis", "redis_url", default=lambda: os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
-    show_default="REDIS_URL, else redis://127.0.0.1:6379/0", help="Where the ledger is.",
+    "--redis",
+    "redis_url",
+    default=lambda: os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+    show_default="REDIS_URL, else redis://127.0.0.1:6379/0",
+    help="Where the ledger is.",
 )
 prefix_option = click.option(
-    "--redis-prefix", default=lambda: os.environ.get("REDIS_PREFIX", ""), show_default="REDIS_PREFIX",
+    "--redis-prefix",
+    default=lambda: os.environ.get("REDIS_PREFIX", ""),
+    show_default="REDIS_PREFIX",
     help="The deployment's Redis key prefix.",
 )
 shift_option = click.option("--shift", help="One shift, e.g. 2026-11-29/3 (Macau gaming day / 1-3 from 07:00).")
@@ -123,14 +128,17 @@ def reconcile(log: Path, shift: str | None, redis_url: str, redis_prefix: str) -
     compare with the ledger in Redis: every difference per table shift, patron, round and bet,
     for SHIFT or every shift in the log. Exit status 1 when there is any difference."""
     with Progress(
-        TextColumn("settling {task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn(),
-        console=Console(stderr=True), transient=True,
+        TextColumn("settling {task.description}"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=Console(stderr=True),
+        transient=True,
     ) as progress:
         task = progress.add_task(log.name, total=log.stat().st_size)
         result = reconcile_.recompute(reconcile_.log_lines(log, lambda done: progress.update(task, completed=done)))
     click.echo(
-        f"{log}: {result.events:,} events, {result.invalid:,} not contract events, "
-        f"{len(result.dead_letters):,} refused by settlement",
+        f"{log}: {result.events:,} events, {result.invalid:,} not contract events, {len(result.dead_letters):,} refused by settlement",
         err=True,
     )
     stored = open_ledger(redis_url, redis_prefix)

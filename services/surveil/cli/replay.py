@@ -7,18 +7,18 @@ import gzip
 import os
 import time
 from collections.abc import Iterator
+from io import BufferedIOBase
 from pathlib import Path
-from typing import IO
 
 import click
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
-from ..events import codec
-from ..events.models import AlertRaised
 from ..analysis import report
 from ..analysis.incident import IncidentCollector
 from ..analysis.replay import replay
+from ..events import codec
+from ..events.models import AlertRaised
 
 # One per core, to four: every worker reads every line, and this process judges every finding in
 # turn (a sixth of a replay's work), so more workers would add little (not measured past two cores).
@@ -31,7 +31,7 @@ def _lines_with_progress(path: Path, progress: Progress) -> Iterator[bytes]:
     gzipped = raw.read(2) == b"\x1f\x8b"
     raw.seek(0)
     task = progress.add_task(path.name, total=path.stat().st_size)
-    stream: IO[bytes] = gzip.open(raw) if gzipped else raw
+    stream: BufferedIOBase = gzip.open(raw) if gzipped else raw
     with raw, stream:
         for number, line in enumerate(stream):
             if number % 4096 == 0:
@@ -44,15 +44,34 @@ def _lines_with_progress(path: Path, progress: Progress) -> Iterator[bytes]:
 @click.argument("log", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--profile", help="House profile to judge by, overriding the one each round.opened names.")
 @click.option("--alerts", "alerts_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the alert events here as JSONL.")
-@click.option("--report", "report_file", type=click.Path(dir_okay=False, path_type=Path), help="Write the incident report here: one self-contained HTML page.")
+@click.option(
+    "--report",
+    "report_file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the incident report here: one self-contained HTML page.",
+)
 @click.option("--kafka", metavar="BOOTSTRAP", help="Publish the log into the topics of this broker instead, for the live services.")
-@click.option("--speed", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True, help="With --kafka: times the original pace.")
+@click.option(
+    "--speed", type=click.FloatRange(min=0, min_open=True), default=1.0, show_default=True, help="With --kafka: times the original pace."
+)
 @click.option("--max", "as_fast", is_flag=True, help="With --kafka: as fast as the broker takes it.")
-@click.option("--workers", type=click.IntRange(min=1), default=DEFAULT_WORKERS, show_default=True, envvar="REPLAY_WORKERS",
-              help="Processes watching the tables (each table in one); the alerts are the same for any number.")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=DEFAULT_WORKERS,
+    show_default=True,
+    envvar="REPLAY_WORKERS",
+    help="Processes watching the tables (each table in one); the alerts are the same for any number.",
+)
 def replay_command(
-    log: Path, profile: str | None, alerts_file: Path | None, report_file: Path | None, kafka: str | None, speed: float,
-    as_fast: bool, workers: int,
+    log: Path,
+    profile: str | None,
+    alerts_file: Path | None,
+    report_file: Path | None,
+    kafka: str | None,
+    speed: float,
+    as_fast: bool,
+    workers: int,
 ) -> None:
     """Replay a recorded event log (.jsonl or .jsonl.gz) through the detectors and report, or
     with --kafka publish it into the live pipeline's topics."""
@@ -74,8 +93,13 @@ def replay_command(
     started = time.perf_counter()
     columns = (TextColumn("replaying {task.description}"), BarColumn(), TransferSpeedColumn(), TimeRemainingColumn())
     with Progress(*columns, console=console, transient=True) as progress:
-        result = replay(_lines_with_progress(log, progress), profile=profile, on_alert=write,
-                        on_event=incidents.event if incidents is not None else None, workers=workers)
+        result = replay(
+            _lines_with_progress(log, progress),
+            profile=profile,
+            on_alert=write,
+            on_event=incidents.event if incidents is not None else None,
+            workers=workers,
+        )
     if out:
         out.close()
     if incidents is not None and report_file:
@@ -84,10 +108,10 @@ def replay_command(
 
 
 def _publish(log: Path, bootstrap: str, speed: float | None, console: Console) -> None:
-    from ..runtime.config import Settings
-    from ..runtime.kafka import Publisher
     from ..analysis.publish import publish_log
     from ..analysis.replay import BadLine
+    from ..runtime.config import Settings
+    from ..runtime.kafka import Publisher
 
     publisher = Publisher(dataclasses.replace(Settings.from_env("replay"), kafka_bootstrap=bootstrap))
     bad: list[BadLine] = []

@@ -15,31 +15,65 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from ..core.profiles import DEFAULT_PROFILE, profile_names
+from ..embedded.record import labels_path, record_to_files
 from ..events import models as m
+from ..events.signing import DeviceKeys
 from ..runtime.config import Settings
 from ..runtime.kafka import Publisher
-from ..events.signing import DeviceKeys
 from ..shoe_reader.service import DEFAULT_PORT
 from ..sim.floor import Floor
 from ..sim.injections import INJECTABLE, SCOPES, InjectionError, Label, Scope, parse_codes
 from ..sim.live import LiveRun, ShoeGateway, play_live
-from ..embedded.record import labels_path, record_to_files
 
 
 @click.command("simulate")
 @click.option("--tables", type=click.IntRange(min=1), required=True, help="Tables on the floor.")
 @click.option("--shoes", type=click.IntRange(min=1), required=True, help="Shoes played at each table.")
 @click.option("--seed", type=int, default=0, show_default=True, help="The same seed plays the same floor.")
-@click.option("--profile", type=click.Choice(profile_names()), default=DEFAULT_PROFILE, show_default=True, help="House profile of every table.")
-@click.option("--inject", "inject_text", default="", metavar="CODE[,CODE...]", help=f"Alert codes to put in, once each: {', '.join(INJECTABLE)}.")
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), help="Event log to write (.jsonl, or .jsonl.gz); labels go beside it. Live: the labels only.")
+@click.option(
+    "--profile", type=click.Choice(profile_names()), default=DEFAULT_PROFILE, show_default=True, help="House profile of every table."
+)
+@click.option(
+    "--inject", "inject_text", default="", metavar="CODE[,CODE...]", help=f"Alert codes to put in, once each: {', '.join(INJECTABLE)}."
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Event log to write (.jsonl, or .jsonl.gz); labels go beside it. Live: the labels only.",
+)
 @click.option("--live", is_flag=True, help="Send the shoe lines to the shoe-reader and the inputs to Kafka instead.")
-@click.option("--kafka", default=lambda: os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"), show_default="$KAFKA_BOOTSTRAP or 127.0.0.1:9092", help="Live: the broker.")
-@click.option("--shoe-reader", "shoe_reader", default=f"127.0.0.1:{DEFAULT_PORT}", show_default=True, metavar="HOST:PORT", help="Live: the shoe-reader.")
-@click.option("--pace", type=click.FloatRange(min=0), default=50.0, show_default=True, help="Live: wall-clock seconds per round (0: as fast as possible).")
+@click.option(
+    "--kafka",
+    default=lambda: os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
+    show_default="$KAFKA_BOOTSTRAP or 127.0.0.1:9092",
+    help="Live: the broker.",
+)
+@click.option(
+    "--shoe-reader",
+    "shoe_reader",
+    default=f"127.0.0.1:{DEFAULT_PORT}",
+    show_default=True,
+    metavar="HOST:PORT",
+    help="Live: the shoe-reader.",
+)
+@click.option(
+    "--pace",
+    type=click.FloatRange(min=0),
+    default=50.0,
+    show_default=True,
+    help="Live: wall-clock seconds per round (0: as fast as possible).",
+)
 def simulate_command(
-    tables: int, shoes: int, seed: int, profile: str, inject_text: str, out: Path | None,
-    live: bool, kafka: str, shoe_reader: str, pace: float,
+    tables: int,
+    shoes: int,
+    seed: int,
+    profile: str,
+    inject_text: str,
+    out: Path | None,
+    live: bool,
+    kafka: str,
+    shoe_reader: str,
+    pace: float,
 ) -> None:
     """Play a simulated floor of baccarat tables, deterministically for a seed.
 
@@ -58,15 +92,19 @@ def simulate_command(
         raise click.UsageError(str(error)) from None
     if live:
         run = _live(floor, kafka, shoe_reader, pace, out, err)
-        err.print(f"sent {run.lines} shoe lines and {run.inputs} inputs; {run.labels} labels; {run.reconnects} reconnects "
-                  f"to the shoe-reader; at worst {run.most_behind:.1f} s behind the pace")
+        err.print(
+            f"sent {run.lines} shoe lines and {run.inputs} inputs; {run.labels} labels; {run.reconnects} reconnects "
+            f"to the shoe-reader; at worst {run.most_behind:.1f} s behind the pace"
+        )
     else:
         if out is None:
             raise click.UsageError("--out is required (offline, the event log is the output)")
         _offline(floor, out, tables * shoes, err)
     missing = floor.unapplied()
     if missing:
-        err.print("[red]not injected (the run ended first; play more shoes):[/red] " + ", ".join(f"{code} at {table}" for table, code in missing))
+        err.print(
+            "[red]not injected (the run ended first; play more shoes):[/red] " + ", ".join(f"{code} at {table}" for table, code in missing)
+        )
         sys.exit(1)
 
 
@@ -106,8 +144,9 @@ def _live(floor: Floor, kafka: str, shoe_reader: str, pace: float, out: Path | N
         try:
             with _progress(err) as progress:
                 task = progress.add_task("inputs sent", total=None)
-                return await play_live(floor, publisher, gateway, pace, on_label,
-                                       lambda run: progress.update(task, completed=run.inputs), keys=keys)
+                return await play_live(
+                    floor, publisher, gateway, pace, on_label, lambda run: progress.update(task, completed=run.inputs), keys=keys
+                )
         finally:
             await gateway.close()
 

@@ -47,8 +47,9 @@ def _start(name: str, args: list[str], principal: str) -> int:
     RUN.mkdir(parents=True, exist_ok=True)
     log = open(RUN / f"{name}.log", "ab")
     env = service_env(principal, _operator_env())  # its own credentials only
-    process = subprocess.Popen([sys.executable, "-m", "surveil", *args], stdout=log, stderr=subprocess.STDOUT,
-                               start_new_session=True, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "surveil", *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
+    )
     (RUN / f"{name}.pid").write_text(str(process.pid))
     return process.pid
 

@@ -89,9 +89,7 @@ class Card:
         try:
             return CARDS[code]
         except (KeyError, TypeError):
-            raise InvalidCardError(
-                f"{code!r} is not a card: expected rank (A 2-10 J Q K) + suit (S H D C)"
-            ) from None
+            raise InvalidCardError(f"{code!r} is not a card: expected rank (A 2-10 J Q K) + suit (S H D C)") from None
 
 
 # Every card of one deck, in rank-major order; parsing is a dictionary lookup.

@@ -269,8 +269,7 @@ def check_squeeze(squeezed_by: str | None, seated_stakes: Mapping[str, int], all
     return Finding(
         AlertCode.SQUEEZE_HOLDER,
         "Art. 16(2)",
-        f"Patron {squeezed_by} held the cards, but the seated patron with the largest bet was "
-        f"{' or '.join(holders) or 'nobody'}.",
+        f"Patron {squeezed_by} held the cards, but the seated patron with the largest bet was {' or '.join(holders) or 'nobody'}.",
         {
             "squeezed_by": squeezed_by,
             "squeezer_stake": seated_stakes.get(squeezed_by),

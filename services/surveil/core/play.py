@@ -92,15 +92,10 @@ def banker_rule(banker_two: int, player_two: int, player_third: Card | None) -> 
 
 # The same decisions as flat lookups for the hot path: [player_two][banker_two] and
 # [banker_two][player_third_points], with index 10 meaning "the Player did not draw".
-PLAYER_DRAWS: tuple[tuple[bool, ...], ...] = tuple(
-    tuple(player_rule(p, b).draws for b in range(10)) for p in range(10)
-)
+PLAYER_DRAWS: tuple[tuple[bool, ...], ...] = tuple(tuple(player_rule(p, b).draws for b in range(10)) for p in range(10))
 _NO_THIRD = 10
 BANKER_DRAWS: tuple[tuple[bool, ...], ...] = tuple(
-    tuple(
-        (b <= 5) if third == _NO_THIRD else (b <= 2 or (b <= 6 and third in _BANKER_DRAWS_AGAINST[b]))
-        for third in range(11)
-    )
+    tuple((b <= 5) if third == _NO_THIRD else (b <= 2 or (b <= 6 and third in _BANKER_DRAWS_AGAINST[b])) for third in range(11))
     for b in range(10)
 )
 
@@ -186,9 +181,7 @@ class DealtCard(msgspec.Struct, frozen=True):
     card: Card
 
 
-def check_play(
-    player: Sequence[DealtCard], banker: Sequence[DealtCard], declared: RoundResult
-) -> list[Finding]:
+def check_play(player: Sequence[DealtCard], banker: Sequence[DealtCard], declared: RoundResult) -> list[Finding]:
     """Every way a dealt round departs from Art. 7, 9 and 11-13; empty when it was played right.
 
     Each decision is judged on what was on the table when it was taken: the Player's draw on
@@ -201,8 +194,7 @@ def check_play(
             Finding(
                 AlertCode.DEAL_ORDER,
                 "Art. 7",
-                f"A hand was completed with fewer than two cards "
-                f"(Player {len(player)}, Banker {len(banker)}).",
+                f"A hand was completed with fewer than two cards (Player {len(player)}, Banker {len(banker)}).",
                 {"player": _codes(player), "banker": _codes(banker)},
             )
         )
@@ -214,9 +206,7 @@ def check_play(
     banker_two = (banker[0].card.points + banker[1].card.points) % 10
     # The Banker goes by the Player's third card only if it left the shoe before the Banker's
     # own third card: one dealt to the Player afterwards was not on the table when it drew.
-    player_third = (
-        player[2].card if len(player) >= 3 and (len(banker) < 3 or player[2].index < banker[2].index) else None
-    )
+    player_third = player[2].card if len(player) >= 3 and (len(banker) < 3 or player[2].index < banker[2].index) else None
     # The flat lookups decide; the rule functions name the clause when a draw was wrong.
     drawn = len(player) - 2
     if drawn != PLAYER_DRAWS[player_two][banker_two]:
@@ -298,9 +288,7 @@ def _draw_finding(
     return Finding(code, rule.article, summary, evidence)
 
 
-def _check_result(
-    player: Sequence[DealtCard], banker: Sequence[DealtCard], declared: RoundResult
-) -> list[Finding]:
+def _check_result(player: Sequence[DealtCard], banker: Sequence[DealtCard], declared: RoundResult) -> list[Finding]:
     """Art. 5, 11-13: the declared totals, outcome and pairs must be what the cards say."""
     actual = result_of([c.card for c in player], [c.card for c in banker])
     if actual == declared:
@@ -311,10 +299,11 @@ def _check_result(
         if getattr(declared, name) != getattr(actual, name)
     }
     article = _result_article(differences)
-    summary = "Declared " + ", ".join(
-        f"{name.replace('_', ' ')} {d['declared']} but the cards say {d['cards_say']}"
-        for name, d in differences.items()
-    ) + "."
+    summary = (
+        "Declared "
+        + ", ".join(f"{name.replace('_', ' ')} {d['declared']} but the cards say {d['cards_say']}" for name, d in differences.items())
+        + "."
+    )
     return [
         Finding(
             AlertCode.RESULT_MISMATCH,

@@ -53,7 +53,7 @@ def raise_alert(finding: Finding, context: Context, time: datetime, ordinal: int
         alert_id=identifier,
         rule=str(finding.code),
         article=finding.article,
-        severity=finding.severity.value,  # type: ignore[arg-type]
+        severity=finding.severity.value,
         summary=finding.summary,
         shoe_id=context.shoe_id,
         round_id=context.round_id,

@@ -19,9 +19,10 @@ The state is msgspec structs, so the live service can keep it in a changelog-bac
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Union
+from typing import Any
 
 import msgspec
 
@@ -37,7 +38,7 @@ from . import patterns
 from .alerts import Context
 
 RECENT_ROUNDS = 12  # rounds kept after they are fully checked and settled
-_NOTHING: tuple[list["Raised"], list["Fact"]] = ([], [])  # what most events yield; never mutated
+_NOTHING: tuple[list[Raised], list[Fact]] = ([], [])  # what most events yield; never mutated
 
 
 class Bet(msgspec.Struct):
@@ -50,7 +51,7 @@ class Bet(msgspec.Struct):
     withdrawn: bool = False
 
 
-SettlementEvent = Union[m.BetSettled, m.RoundSettled]
+SettlementEvent = m.BetSettled | m.RoundSettled
 
 
 class Round(msgspec.Struct):
@@ -69,7 +70,9 @@ class Round(msgspec.Struct):
     checked: bool = False  # the cards were checked against the shoe and the rules
     demo_bets_flagged: bool = False
     settled: dict[str, str] = {}  # bet id -> id of the bet.settled event that settled it
-    settled_totals: list[int] = msgspec.field(default_factory=lambda: [0, 0, 0, 0])  # as RoundTotals  # staked, paid_out, commission, house_net from bet.settled
+    settled_totals: list[int] = msgspec.field(
+        default_factory=lambda: [0, 0, 0, 0]
+    )  # as RoundTotals  # staked, paid_out, commission, house_net from bet.settled
     round_settled: bool = False
     waiting_settlements: list[SettlementEvent] = []
 
@@ -204,7 +207,7 @@ class DealerRound(msgspec.Struct, frozen=True, tag=True):
         return f"dealer:{self.dealer_id}"
 
 
-Fact = Union[PatronBet, DealerRound]
+Fact = PatronBet | DealerRound
 
 # Looked up once: on Python 3.11 each ``Spot.PLAYER``-style lookup costs about 0.2 µs, and
 # _patron_facts asks for every bet of every round.
@@ -298,7 +301,9 @@ class TableWatch:
                         f"Settlement paid {what} on round {orphan.round_id}, which this table never opened.",
                         {"settlement": msgspec.to_builtins(orphan), "stake": getattr(orphan, "amount", 0)},
                     ),
-                    Context(self.state.table_id, f"round:{orphan.round_id}:unknown:{getattr(orphan, 'bet_id', '')}", round_id=orphan.round_id),
+                    Context(
+                        self.state.table_id, f"round:{orphan.round_id}:unknown:{getattr(orphan, 'bet_id', '')}", round_id=orphan.round_id
+                    ),
                     time,
                 )
             self.state.orphan_settlements = []
@@ -629,9 +634,7 @@ class TableWatch:
             if shoe is not None:
                 shoe.outcomes[patterns.OUTCOME_INDEX[c.outcome]] += 1
 
-    def _check_cards_against_shoe(
-        self, shoe: Shoe, rnd: Round, player: list[DealtCard], banker: list[DealtCard]
-    ) -> list[Finding]:
+    def _check_cards_against_shoe(self, shoe: Shoe, rnd: Round, player: list[DealtCard], banker: list[DealtCard]) -> list[Finding]:
         found = []
         for hand, cards in (("Player", player), ("Banker", banker)):
             for dealt in cards:
@@ -691,7 +694,9 @@ class TableWatch:
         cards = [CARDS[shoe.reads[i]] for i in burned_indices if i in shoe.reads]
         finding = procedure.check_burn(self._profile(rnd).burn, shoe.decks, cards)
         if finding:
-            self._raise(finding, Context(self.state.table_id, f"shoe:{shoe.shoe_id}:burn", shoe_id=shoe.shoe_id, dealer_id=rnd.dealer_id), time)
+            self._raise(
+                finding, Context(self.state.table_id, f"shoe:{shoe.shoe_id}:burn", shoe_id=shoe.shoe_id, dealer_id=rnd.dealer_id), time
+            )
 
     def _finalize_shoe(self, shoe: Shoe, time: datetime) -> None:
         if shoe.finalized:
@@ -701,7 +706,9 @@ class TableWatch:
             self.state.unchecked.remove(round_id)
             self._check_round(self.state.rounds[round_id], time)
         for finding in self._unaccounted(shoe, up_to=shoe.last_index):
-            self._raise(finding, Context(self.state.table_id, f"shoe:{shoe.shoe_id}:{finding.evidence['index']}", shoe_id=shoe.shoe_id), time)
+            self._raise(
+                finding, Context(self.state.table_id, f"shoe:{shoe.shoe_id}:{finding.evidence['index']}", shoe_id=shoe.shoe_id), time
+            )
         self._drift(shoe, time)
         self.state.earlier_fingerprints.append(list(shoe.winnower.selected))
         del self.state.earlier_fingerprints[: -patterns.REPEAT_SHOES_KEPT]
@@ -836,7 +843,11 @@ class TableWatch:
         if seen == due:
             return
         names = ("spot", "amount", "result", "net", "commission")
-        differences = {n: {"paid": str(s) if isinstance(s, str) else s, "due": str(e) if isinstance(e, str) else e} for n, s, e in zip(names, seen, due) if s != e}
+        differences = {
+            n: {"paid": str(s) if isinstance(s, str) else s, "due": str(e) if isinstance(e, str) else e}
+            for n, s, e in zip(names, seen, due)
+            if s != e
+        }
         article = "Art. 18" if "commission" in differences else ("Art. 12" if expected.result is BetResult.CARRIED else "Art. 17")
         self._raise(
             Finding(
@@ -873,7 +884,9 @@ class TableWatch:
                     "Art. 17-18",
                     f"The settlement totals of round {rnd.round_id} do not add up to its bets' settlements.",
                     {
-                        "differences": {n: {"declared": a, "sum_of_bets": b} for n, a, b in zip(names, declared, rnd.settled_totals) if a != b},
+                        "differences": {
+                            n: {"declared": a, "sum_of_bets": b} for n, a, b in zip(names, declared, rnd.settled_totals) if a != b
+                        },
                         "stake": rnd.staked(),
                     },
                 ),
@@ -905,13 +918,17 @@ class TableWatch:
         order = self.state.round_order
         while len(order) > RECENT_ROUNDS:
             oldest = self.state.rounds[order[0]]
-            if oldest.ended and oldest.checked and (oldest.round_settled or not self.state.settlement_seen or len(order) > 4 * RECENT_ROUNDS):
+            if (
+                oldest.ended
+                and oldest.checked
+                and (oldest.round_settled or not self.state.settlement_seen or len(order) > 4 * RECENT_ROUNDS)
+            ):
                 del self.state.rounds[order.pop(0)]
             else:
                 break
 
 
-_HANDLERS = {
+_HANDLERS: dict[type[m.Event], Callable[[TableWatch, Any], None]] = {
     m.ShoeStarted: TableWatch._shoe_started,
     m.CardRead: TableWatch._card_read,
     m.CutCardReached: TableWatch._cut_card,
@@ -927,4 +944,3 @@ _HANDLERS = {
     m.BetSettled: TableWatch._settlement,
     m.RoundSettled: TableWatch._settlement,
 }
-

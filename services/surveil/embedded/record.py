@@ -21,17 +21,16 @@ import msgspec
 
 from ..core.findings import AlertCode
 from ..core.money import RoundTotals, Settlement
-from ..events import topics
-from ..events import codec
+from ..events import codec, topics
 from ..events import models as m
 from ..events.deadletter import DeadLetter
+from ..events.shoe_protocol import parse_line
 from ..runtime.inproc import InProcessBus
 from ..settlement.processor import SettlementProcessor
-from ..events.shoe_protocol import parse_line
-from ..table_controller.processor import TableController
 from ..sim.floor import Floor
 from ..sim.injections import Label
 from ..sim.table import OVERPAID, ShoeLine, TableInput, Tamper, Truth
+from ..table_controller.processor import TableController
 
 RECORDED_TOPICS = frozenset({topics.SHOE, topics.TABLE, topics.SETTLEMENT})
 
@@ -114,7 +113,7 @@ def record(
     bus.attach(SettlementProcessor())
 
     def written(event: m.Event) -> None:
-        recording.events[str(event.__struct_config__.tag)] += 1
+        recording.events[event.event_type] += 1
         write_event(event)
         if on_event is not None:
             on_event(event)

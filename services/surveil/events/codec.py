@@ -14,7 +14,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
     cls.__struct_config__.tag: cls  # type: ignore[misc]
     for cls in Event.__subclasses__()
 }
-AnyEvent = Union[tuple(EVENT_TYPES.values())]  # type: ignore[valid-type]
+AnyEvent = Union[tuple(EVENT_TYPES.values())]  # type: ignore[valid-type]  # noqa: UP007 (a union built at run time)
 TOPICS: tuple[str, ...] = tuple(dict.fromkeys(cls.topic for cls in EVENT_TYPES.values()))
 
 _decoder = msgspec.json.Decoder(AnyEvent)

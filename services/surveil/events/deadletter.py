@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import base64
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import msgspec
-
 
 # Why, in a word: the detectors alert on "signature" (a spoofed device message is an attack).
 INVALID = "invalid"  # not the contract, or not the protocol
@@ -54,7 +53,7 @@ def dead_letter(
         key=key,
         reason=reason,
         payload_b64=base64.b64encode(payload).decode(),
-        time=datetime.now(timezone.utc),
+        time=datetime.now(UTC),
     )
 
 

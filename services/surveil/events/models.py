@@ -8,7 +8,7 @@ unknown fields inside ``data`` are not.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar, Literal
 
 import msgspec
@@ -33,8 +33,8 @@ Total = Annotated[int, msgspec.Meta(ge=0, le=9)]
 UtcTime = Annotated[datetime, msgspec.Meta(tz=True, description="RFC 3339, UTC, from 2000 to 2099")]
 # An event's time: any clock a casino runs on, with room to work with it (a time at the calendar's
 # ends overflows as soon as it is shifted into Macau's time zone).
-EARLIEST = datetime(2000, 1, 1, tzinfo=timezone.utc)
-LATEST = datetime(2100, 1, 1, tzinfo=timezone.utc)
+EARLIEST = datetime(2000, 1, 1, tzinfo=UTC)
+LATEST = datetime(2100, 1, 1, tzinfo=UTC)
 
 
 class Data(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
@@ -275,10 +275,14 @@ class Event(msgspec.Struct, frozen=True, kw_only=True, tag_field="type"):
 
     topic: ClassVar[str]  # the Kafka topic this type travels on
 
+    @property
+    def event_type(self) -> str:
+        """The CloudEvents ``type``, e.g. ``baccarat.card.read`` (the tag that picks the model)."""
+        return str(self.__struct_config__.tag)
+
     def __post_init__(self) -> None:  # a ValueError here is a ValidationError when decoding
         if not EARLIEST <= self.time < LATEST:
             raise ValueError(f"time {self.time.isoformat()} is not between {EARLIEST:%Y} and {LATEST.year - 1}")
-
 
 
 class ShoeStarted(Event, frozen=True, kw_only=True, tag="baccarat.shoe.started"):

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 import zlib
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from enum import StrEnum
 
 from ..core.cards import CARDS
@@ -90,7 +90,7 @@ def checksum(body: bytes) -> str:
 
 def format_time(time: datetime) -> str:
     """RFC 3339 in UTC with milliseconds, as the protocol writes it."""
-    return time.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+    return time.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
 
 
 def format_line(table_id: str, seq: int, time: datetime | None, kind: Kind, shoe_id: str, *arguments: object) -> bytes:

@@ -159,9 +159,7 @@ def _acl(grant: Grant) -> Any:
         host="*",
         operation=ACLOperation[grant.operation.upper()],
         permission_type=ACLPermissionType.ALLOW,
-        resource_pattern=ResourcePattern(
-            ResourceType[grant.resource.upper()], grant.name, ACLResourcePatternType[grant.pattern.upper()]
-        ),
+        resource_pattern=ResourcePattern(ResourceType[grant.resource.upper()], grant.name, ACLResourcePatternType[grant.pattern.upper()]),
     )
 
 
@@ -187,8 +185,9 @@ def granted(client: Mapping[str, Any]) -> set[Grant]:
 
     admin = _admin(client)
     try:
-        every = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ALLOW,
-                          ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY))
+        every = ACLFilter(
+            None, None, ACLOperation.ANY, ACLPermissionType.ALLOW, ResourcePatternFilter(ResourceType.ANY, None, ACLResourcePatternType.ANY)
+        )
         acls, error = admin.describe_acls(every)
         if error.errno:  # NoError's errno is 0
             raise error(f"describe_acls: {error}")
@@ -231,8 +230,11 @@ def upsert_scram_users(client: Mapping[str, Any], passwords: Mapping[str, str]) 
     """Create or update the SCRAM credential of each principal with a password. Returns their names."""
     from kafka.admin import ScramMechanism, UserScramCredentialUpsertion
 
-    upserts = [UserScramCredentialUpsertion(name, ScramMechanism.SCRAM_SHA_256, password, iterations=8192)
-               for name, password in passwords.items() if password]
+    upserts = [
+        UserScramCredentialUpsertion(name, ScramMechanism.SCRAM_SHA_256, password, iterations=8192)
+        for name, password in passwords.items()
+        if password
+    ]
     if not upserts:
         return []
     admin = _admin(client)
@@ -252,8 +254,19 @@ def upsert_scram_users(client: Mapping[str, Any], passwords: Mapping[str, str]) 
 # SETINFO). Not: anything @dangerous (FLUSHALL, KEYS, CONFIG, ...), FUNCTION (FLUSH would drop
 # every user's functions), SCAN and RANDOMKEY (they would list other services' key names).
 SERVICE_COMMANDS = (
-    "-@all", "+@read", "+@write", "+@transaction", "+@connection", "-@dangerous",
-    "-function", "-scan", "-randomkey", "+eval", "+evalsha", "+script|load", "+script|exists",
+    "-@all",
+    "+@read",
+    "+@write",
+    "+@transaction",
+    "+@connection",
+    "-@dangerous",
+    "-function",
+    "-scan",
+    "-randomkey",
+    "+eval",
+    "+evalsha",
+    "+script|load",
+    "+script|exists",
 )
 
 
@@ -314,8 +327,11 @@ def service_env(service: str, base: Mapping[str, str] = os.environ) -> dict[str,
     password = kafka_passwords(base).get(service)
     if not password:
         return dict(base)
-    env |= {"KAFKA_USERNAME": service, "KAFKA_PASSWORD": password,
-            "KAFKA_SECURITY_PROTOCOL": base.get("KAFKA_SECURITY_PROTOCOL") or "SASL_PLAINTEXT"}
+    env |= {
+        "KAFKA_USERNAME": service,
+        "KAFKA_PASSWORD": password,
+        "KAFKA_SECURITY_PROTOCOL": base.get("KAFKA_SECURITY_PROTOCOL") or "SASL_PLAINTEXT",
+    }
     redis_password = redis_passwords(base).get(service)
     if redis_password and base.get("REDIS_URL"):
         env["REDIS_URL"] = redis_url_for(base["REDIS_URL"], service, redis_password)
@@ -342,8 +358,7 @@ class PrefixAccess:
     admin's credentials and every password) says whether the broker and Redis authenticate at
     all; when they do not, ``env`` changes nothing."""
 
-    def __init__(self, bootstrap: str, redis_url: str, topic_prefix: str, redis_prefix: str,
-                 env: Mapping[str, str] = os.environ) -> None:
+    def __init__(self, bootstrap: str, redis_url: str, topic_prefix: str, redis_prefix: str, env: Mapping[str, str] = os.environ) -> None:
         from .config import kafka_client_config
 
         self.redis_url_admin = redis_url
@@ -414,7 +429,7 @@ class PrefixAccess:
 
             client = redis.Redis.from_url(self.redis_url_admin)
             try:
-                client.execute_command("ACL", "DELUSER", *map(self.redis_user, self.redis_users))
+                client.execute_command("ACL", "DELUSER", *map(self.redis_user, self.redis_users))  # type: ignore[no-untyped-call]
             finally:
                 client.close()
             self.redis_users = {}
@@ -453,8 +468,9 @@ def _lines(grants: Iterable[Grant]) -> Iterator[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m surveil.runtime.access", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m surveil.runtime.access", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     setup = sub.add_parser("setup", help="store every principal's SCRAM credential and create the ACLs (as admin)")
     setup.add_argument("--prefix", default=os.environ.get("TOPIC_PREFIX", ""), help="TOPIC_PREFIX of the deployment")

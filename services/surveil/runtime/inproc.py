@@ -10,8 +10,8 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterable
 
 from ..events import codec
-from ..events.models import Event
 from ..events.deadletter import DeadLetter, dead_letter
+from ..events.models import Event
 from .processor import Processor, Rejected
 from .state import Backend, MemoryBackend, State
 
@@ -56,7 +56,9 @@ class InProcessBus:
                     queue.extend(processor.process(event, state))
                 except Rejected as rejection:
                     self.dead_letters.append(
-                        dead_letter(processor.name, codec.encode(event), rejection.reason, origin=event.topic, topic=event.topic, key=event.subject)
+                        dead_letter(
+                            processor.name, codec.encode(event), rejection.reason, origin=event.topic, topic=event.topic, key=event.subject
+                        )
                     )
         for state in self._states:
             state.commit()

@@ -39,15 +39,13 @@ from kafka.errors import KafkaError
 from kafka.partitioner.default import murmur2
 from kafka.structs import OffsetAndMetadata
 
-from ..events import topics
-from ..events import codec
+from ..events import codec, deadletter, topics
 from ..events.models import Event
-from ..events import deadletter
+from ..events.signing import HEADER as SIGNATURE_HEADER
+from ..events.signing import SIGNED_TOPICS, DeviceKeys
 from . import metrics
 from .config import Settings
 from .processor import Processor, Rejected
-from ..events.signing import HEADER as SIGNATURE_HEADER
-from ..events.signing import SIGNED_TOPICS, DeviceKeys
 from .state import STORE_UNAVAILABLE, Backend, StaleProgress, State
 
 Output = tuple[str, bytes, bytes]  # topic, key, value
@@ -124,11 +122,11 @@ def _decode(raw: bytes | None, topic: str | None = None) -> Event | codec.Invali
     except codec.InvalidEventError as error:
         return error
     if topic is not None and event.topic != topic:
-        return codec.InvalidEventError(f"a {event.__struct_config__.tag} event travels on {event.topic}, not on {topic}")  # type: ignore[attr-defined]
+        return codec.InvalidEventError(f"a {event.event_type} event travels on {event.topic}, not on {topic}")
     return event
 
 
-class TransactionLost(KafkaError):
+class TransactionLost(KafkaError):  # type: ignore[misc]  # kafka-python is untyped
     """A transaction the producer said it committed, which the broker aborted."""
 
 
@@ -299,8 +297,9 @@ class KafkaRunner:
             try:
                 epoch = manager.producer_id_and_epoch
                 self.producer.begin_transaction()
-                sent = [self.producer.send(topic, key=key, value=value, partition=self._partition(topic, key))
-                        for topic, key, value in outputs]
+                sent = [
+                    self.producer.send(topic, key=key, value=value, partition=self._partition(topic, key)) for topic, key, value in outputs
+                ]
                 self.producer.send_offsets_to_transaction(
                     {tp: OffsetAndMetadata(offset + 1, "", -1) for tp, offset in offsets.items()},
                     self.consumer.group_metadata(),
@@ -312,8 +311,10 @@ class KafkaRunner:
                 # EndTxn goes up to v3, before transactions v2: an epoch moves only in such a bump.)
                 failed = sum(future.failed() for future in sent)
                 if manager.producer_id_and_epoch != epoch or failed:
-                    raise TransactionLost(f"its commit returned, but the broker aborted it: producer epoch {epoch.epoch} "
-                                          f"-> {manager.producer_id_and_epoch.epoch}, {failed} of {len(sent)} sends failed")
+                    raise TransactionLost(
+                        f"its commit returned, but the broker aborted it: producer epoch {epoch.epoch} "
+                        f"-> {manager.producer_id_and_epoch.epoch}, {failed} of {len(sent)} sends failed"
+                    )
                 break
             except Exception as error:
                 if manager.has_fatal_error():
@@ -367,7 +368,7 @@ class KafkaRunner:
         return recovered
 
 
-class _Recovery(ConsumerRebalanceListener):
+class _Recovery(ConsumerRebalanceListener):  # type: ignore[misc]  # kafka-python is untyped
     """Recovery needs blocking consumer calls (``committed``), which kafka-python refuses inside
     its rebalance callbacks; so the callback only pauses the new partitions, and the run loop
     recovers them before it takes any of their records."""

@@ -34,11 +34,10 @@ from typing import Any
 
 from prometheus_client import Counter, Gauge
 
-
-from . import logs, metrics
-from .config import Settings, kafka_client_config
 from ..events import topics
 from ..events.topics import INPUTS
+from . import logs, metrics
+from .config import Settings, kafka_client_config
 
 SERVICE = "lag-exporter"
 DEFAULT_INTERVAL = 5.0  # seconds between polls; Prometheus scrapes every 5 s
@@ -82,8 +81,9 @@ def partition_lag(committed: int | None, earliest: int, latest: int) -> int:
 class LagReader:
     """Reads the lag of every group in ``groups`` (names without the prefix) from one broker."""
 
-    def __init__(self, bootstrap: str, prefix: str = "", groups: Mapping[str, Iterable[str]] = GROUPS,
-                 client: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self, bootstrap: str, prefix: str = "", groups: Mapping[str, Iterable[str]] = GROUPS, client: Mapping[str, Any] | None = None
+    ) -> None:
         """``client``: kafka-python's security arguments (``Settings.kafka_client``); by default
         the credentials in the environment (``config.kafka_client_config``)."""
         from kafka import KafkaAdminClient, KafkaConsumer
@@ -93,8 +93,11 @@ class LagReader:
         config = {**(kafka_client_config() if client is None else client), "bootstrap_servers": bootstrap}
         self.admin = KafkaAdminClient(**config, client_id=f"{prefix}{SERVICE}")
         self.consumer = KafkaConsumer(
-            **config, group_id=None, enable_auto_commit=False,
-            isolation_level="read_committed", client_id=f"{prefix}{SERVICE}",
+            **config,
+            group_id=None,
+            enable_auto_commit=False,
+            isolation_level="read_committed",
+            client_id=f"{prefix}{SERVICE}",
         )
 
     def close(self) -> None:
@@ -107,9 +110,9 @@ class LagReader:
 
         committed = self.admin.list_group_offsets({self.prefix + group: None for group in self.groups})
         wanted: dict[str, set[Partition]] = {}
-        for group, topics in self.groups.items():
+        for group, consumed in self.groups.items():
             offsets = committed.get(self.prefix + group, {})
-            names = {self.prefix + topic for topic in topics} | {tp.topic for tp in offsets}
+            names = {self.prefix + topic for topic in consumed} | {tp.topic for tp in offsets}
             wanted[group] = {(name, p) for name in names for p in self.consumer.partitions_for_topic(name) or ()}
         tps = sorted({TopicPartition(*tp) for tps in wanted.values() for tp in tps})
         if not tps:

@@ -8,12 +8,8 @@ from prometheus_client import Counter, Histogram, disable_created_metrics, start
 # the detectors' exposition, which takes the interpreter from the event loop for its duration.
 disable_created_metrics()  # type: ignore[no-untyped-call]
 
-EVENTS_CONSUMED = Counter(
-    "surveil_events_consumed_total", "Events a service took from a topic.", ["service", "topic"]
-)
-EVENTS_PRODUCED = Counter(
-    "surveil_events_produced_total", "Events a service published to a topic.", ["service", "topic"]
-)
+EVENTS_CONSUMED = Counter("surveil_events_consumed_total", "Events a service took from a topic.", ["service", "topic"])
+EVENTS_PRODUCED = Counter("surveil_events_produced_total", "Events a service published to a topic.", ["service", "topic"])
 DEAD_LETTERS = Counter(
     "surveil_dead_letters_total", "Inputs rejected to the dead-letter topic, by where they came from.", ["service", "origin"]
 )

@@ -16,7 +16,6 @@ from typing import Any
 
 from ..events.topics import ALL_TOPICS
 
-
 DEFAULT_PARTITIONS = 6
 
 
@@ -71,8 +70,7 @@ def partition_counts(bootstrap: str, topics: Iterable[str]) -> dict[str, int]:
     """How many partitions each existing topic has (missing topics are left out)."""
     admin = _admin(bootstrap)
     try:
-        return {d["name"]: len(d["partitions"]) for d in admin.describe_topics(list(topics))
-                if d["error_code"] == 0}
+        return {d["name"]: len(d["partitions"]) for d in admin.describe_topics(list(topics)) if d["error_code"] == 0}
     finally:
         admin.close()
 
@@ -93,11 +91,7 @@ def _wait_for_leaders(admin: object, topics: list[str], timeout_s: float) -> Non
     deadline = time.monotonic() + timeout_s
     while True:
         described = admin.describe_topics(topics)  # type: ignore[attr-defined]
-        ready = all(
-            d["error_code"] == 0 and d["partitions"]
-            and all(p["leader_id"] >= 0 for p in d["partitions"])
-            for d in described
-        )
+        ready = all(d["error_code"] == 0 and d["partitions"] and all(p["leader_id"] >= 0 for p in d["partitions"]) for d in described)
         if ready:
             return
         if time.monotonic() > deadline:
@@ -106,8 +100,9 @@ def _wait_for_leaders(admin: object, topics: list[str], timeout_s: float) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m surveil.runtime.topic_admin", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="python -m surveil.runtime.topic_admin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     create = sub.add_parser("create", help="create the missing topics (idempotent)")
     create.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))

@@ -28,8 +28,7 @@ COMMISSION = Counter(
 )
 HOUSE_NET = Gauge(
     "surveil_settlement_house_net",
-    "The house's result (staked minus paid out) since this process started, in currency units; "
-    "the ledger holds the figure per shift.",
+    "The house's result (staked minus paid out) since this process started, in currency units; the ledger holds the figure per shift.",
     ["table"],
 )
 BETS = Counter(
@@ -49,9 +48,7 @@ REJECTIONS = Counter(
 )
 # Per patron, for the surveillance room's patron dashboard (one series per patron seen).
 PATRON_STAKED = Counter("surveil_patron_staked", "Amount a patron staked on bets decided, in currency units.", ["patron"])
-PATRON_PAID_OUT = Counter(
-    "surveil_patron_paid_out", "Amount paid back to a patron (stakes and winnings), in currency units.", ["patron"]
-)
+PATRON_PAID_OUT = Counter("surveil_patron_paid_out", "Amount paid back to a patron (stakes and winnings), in currency units.", ["patron"])
 PATRON_BETS = Counter("surveil_patron_bets", "A patron's bets settled, by spot and result.", ["patron", "spot", "result"])
 LAG_SECONDS = Histogram(
     "surveil_settlement_lag_seconds",

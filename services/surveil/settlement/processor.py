@@ -29,8 +29,7 @@ from ..core import money
 from ..core.money import BetResult, Settlement, Spot
 from ..core.play import RoundResult
 from ..core.profiles import HouseProfile, load_profile
-from ..events import topics
-from ..events import codec
+from ..events import codec, topics
 from ..events import models as m
 from ..runtime.processor import Rejected
 from ..runtime.state import State

@@ -91,9 +91,7 @@ def _compare(kind: str, recomputed: Mapping[Any, Any], ledger: Mapping[Any, Any]
             continue
         ours_fields, theirs_fields = _fields(ours), _fields(theirs)
         differences += [
-            Difference(what, field, value, theirs_fields[field])
-            for field, value in ours_fields.items()
-            if value != theirs_fields[field]
+            Difference(what, field, value, theirs_fields[field]) for field, value in ours_fields.items() if value != theirs_fields[field]
         ]
     return differences
 

@@ -27,7 +27,7 @@ import signal
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -36,14 +36,12 @@ import structlog
 from kafka import KafkaConsumer, TopicPartition
 from prometheus_client import Counter, Gauge
 
-
-from ..events import topics
-from ..events import deadletter
+from ..events import deadletter, topics
+from ..events.shoe_protocol import BadLine, Problem, parse_line
+from ..events.signing import DeviceKeys
 from ..runtime import logs, metrics
 from ..runtime.config import Settings
 from ..runtime.kafka import Publisher
-from ..events.signing import DeviceKeys
-from ..events.shoe_protocol import BadLine, Problem, parse_line
 
 SERVICE = "shoe-reader"
 DEFAULT_PORT = 7007
@@ -133,7 +131,7 @@ class LineHandler:
         """Handle one line; returns its table and sequence number if ``ack`` will be called for
         it, None if not (a garbled line: its table and number cannot be trusted)."""
         try:
-            parsed = parse_line(raw, datetime.now(timezone.utc), self.keys)
+            parsed = parse_line(raw, datetime.now(UTC), self.keys)
         except BadLine as error:
             if error.table_id is None or error.seq is None:
                 self._reject(raw, origin, error)

@@ -21,17 +21,13 @@ def table_ids(count: int) -> list[str]:
 
 
 class Floor:
-    def __init__(
-        self, tables: int, shoes: int, seed: int = 0, profile: str = DEFAULT_PROFILE, inject: Sequence[AlertCode] = ()
-    ) -> None:
+    def __init__(self, tables: int, shoes: int, seed: int = 0, profile: str = DEFAULT_PROFILE, inject: Sequence[AlertCode] = ()) -> None:
         if tables < 1 or shoes < 1:
             raise ValueError("a floor needs at least one table and one shoe")
         self.profile = load_profile(profile)
         check_codes(inject, self.profile, shoes)
         ids = table_ids(tables)
-        self.tables = [
-            TableSim(table_id, seed, self.profile, shoes, inject[number :: tables]) for number, table_id in enumerate(ids)
-        ]
+        self.tables = [TableSim(table_id, seed, self.profile, shoes, inject[number::tables]) for number, table_id in enumerate(ids)]
 
     def actions(self) -> Iterator[Action]:
         """Every table's actions, by time (ties in table order)."""

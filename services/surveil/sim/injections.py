@@ -109,6 +109,8 @@ def check_codes(codes: Iterable[AlertCode], profile: HouseProfile, shoes: int) -
             raise InjectionError(f"{code} is not something the table side can cause")
         move = TIE_CHANGES.get(code)
         if move is not None and move in profile.after_tie:
-            raise InjectionError(f"{code}: the {profile.name} profile allows that after a tie; use a profile that forbids it (e.g. --profile sjm)")
+            raise InjectionError(
+                f"{code}: the {profile.name} profile allows that after a tie; use a profile that forbids it (e.g. --profile sjm)"
+            )
         if code is AlertCode.SHOE_REPEAT and shoes < 2:
             raise InjectionError("SHOE_REPEAT repeats an earlier shoe at the table: it needs at least 2 shoes")

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import structlog
 
-from ..runtime.kafka import Publisher
-from ..events.signing import DeviceKeys
 from ..events.shoe_protocol import signed_line
+from ..events.signing import DeviceKeys
+from ..runtime.kafka import Publisher
 from .floor import Floor
 from .injections import Label
 from .table import ROUND_SECONDS, START, ShoeLine, TableInput, Truth

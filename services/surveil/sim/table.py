@@ -18,7 +18,7 @@ import random
 from collections import Counter, deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from ..core import money
 from ..core.cards import CARDS, DECK, Card
@@ -33,7 +33,7 @@ from ..events import models as m
 from ..events.shoe_protocol import Kind, format_line
 from .injections import DRAW_ERRORS, SCOPES, TIE_CHANGES, Label, Scope
 
-START = datetime(2026, 11, 29, tzinfo=timezone.utc)
+START = datetime(2026, 11, 29, tzinfo=UTC)
 ROUND_SECONDS = 50  # a round, from opening to the next opening, on average
 SEATS = tuple(str(seat) for seat in range(1, 8))
 CURRENCY = "HKD"
@@ -120,9 +120,7 @@ class SimRound:
 class TableSim:
     """A table's play as a stream of actions in time order (``actions``)."""
 
-    def __init__(
-        self, table_id: str, seed: int, profile: HouseProfile, shoes: int, injections: Sequence[AlertCode] = ()
-    ) -> None:
+    def __init__(self, table_id: str, seed: int, profile: HouseProfile, shoes: int, injections: Sequence[AlertCode] = ()) -> None:
         self.table_id = table_id
         self.rng = random.Random(f"{seed}/{table_id}")
         self.profile = profile
@@ -229,12 +227,22 @@ class TableSim:
         if injection in _SHOE_SENTENCES:
             self._label(injection, shoe, _SHOE_SENTENCES[injection].format(behind=len(cards) - shoe.cut, previous=self.previous_shoe))
         if injection is AlertCode.DEALER_ERROR_RATE:
-            self._label(injection, shoe, f"Dealer {self.dealers[self.dealer]} deals this whole shoe and makes a dealing error in about "
-                        f"{ERROR_PRONE_RATE:.0%} of its rounds (each one labelled with its own code).", dealer_id=self.dealers[self.dealer])
+            self._label(
+                injection,
+                shoe,
+                f"Dealer {self.dealers[self.dealer]} deals this whole shoe and makes a dealing error in about "
+                f"{ERROR_PRONE_RATE:.0%} of its rounds (each one labelled with its own code).",
+                dealer_id=self.dealers[self.dealer],
+            )
         if injection is AlertCode.PATRON_WIN_RATE:
             self.cheater = self._new_patron()
-            self._label(injection, shoe, f"Patron {self.cheater}, standing, knows each round's outcome and bets on the winner "
-                        "in every round of this shoe that is not a tie.", patron_id=self.cheater)
+            self._label(
+                injection,
+                shoe,
+                f"Patron {self.cheater}, standing, knows each round's outcome and bets on the winner "
+                "in every round of this shoe that is not a tie.",
+                patron_id=self.cheater,
+            )
         yield self._flush()
         demos = self._demo_count(injection)
         for _ in range(demos):
@@ -262,7 +270,13 @@ class TableSim:
         self._advance(2_000, 4_000)
         self._line(Kind.END, shoe_id, shoe.pos)
         self.previous_cards, self.previous_shoe = shoe.cards[: shoe.pos], shoe_id
-        if injection in (AlertCode.CUT_CARD_DEPTH, AlertCode.OUTCOME_DRIFT, AlertCode.PATRON_WIN_RATE, AlertCode.DEALER_ERROR_RATE, AlertCode.SHOE_REPEAT):
+        if injection in (
+            AlertCode.CUT_CARD_DEPTH,
+            AlertCode.OUTCOME_DRIFT,
+            AlertCode.PATRON_WIN_RATE,
+            AlertCode.DEALER_ERROR_RATE,
+            AlertCode.SHOE_REPEAT,
+        ):
             self._injected()
         self.shoe_injection, self.cheater = None, None
         yield self._flush()
@@ -306,7 +320,9 @@ class TableSim:
         self._advance(1_000, 2_000)
         self._input(m.CardsBurn, m.CardsBurnInput(table_id=self.table_id, indices=indices), "console")
         if injection is AlertCode.BURN_COUNT:
-            self._label(injection, shoe, f"{count} cards burned at the start of the shoe where the {self.profile.burn.policy} policy burns {due}.")
+            self._label(
+                injection, shoe, f"{count} cards burned at the start of the shoe where the {self.profile.burn.policy} policy burns {due}."
+            )
             self._injected()
 
     def _demo_count(self, injection: AlertCode | None) -> int:
@@ -365,8 +381,16 @@ class TableSim:
         injection = None if demo else self._armed(shoe_start=False)
         self._input(
             m.RoundOpen,
-            m.RoundOpenInput(table_id=self.table_id, shoe_id=shoe.shoe_id, dealer_id=rnd.dealer_id, profile=profile.name,
-                             demo=demo, min_bet=profile.min_bet, max_bet=profile.max_bet, currency=CURRENCY),
+            m.RoundOpenInput(
+                table_id=self.table_id,
+                shoe_id=shoe.shoe_id,
+                dealer_id=rnd.dealer_id,
+                profile=profile.name,
+                demo=demo,
+                min_bet=profile.min_bet,
+                max_bet=profile.max_bet,
+                currency=CURRENCY,
+            ),
             "console",
         )
         done = False
@@ -387,20 +411,37 @@ class TableSim:
         declared = result
         if injection is AlertCode.RESULT_MISMATCH:
             wrong = (result.banker_total + 1) % 10
-            declared = RoundResult(result.player_total, wrong, outcome_of(result.player_total, wrong), result.player_pair, result.banker_pair)
-            self._label(injection, shoe, f"The console announced Player {declared.player_total}, Banker {wrong} ({declared.outcome}) where "
-                        f"the cards give Banker {result.banker_total} ({result.outcome}).", rnd)
+            declared = RoundResult(
+                result.player_total, wrong, outcome_of(result.player_total, wrong), result.player_pair, result.banker_pair
+            )
+            self._label(
+                injection,
+                shoe,
+                f"The console announced Player {declared.player_total}, Banker {wrong} ({declared.outcome}) where "
+                f"the cards give Banker {result.banker_total} ({result.outcome}).",
+                rnd,
+            )
             done = True
         elif injection is not None and SCOPES[injection] is Scope.SETTLEMENT:
             done = self._tamper(shoe, rnd, injection, declared)
         if after_cut_extra:
-            self._label(AlertCode.ROUNDS_AFTER_CUT_CARD, shoe, "One round more than the house's last-round policy "
-                        f"({profile.last_round}) allows was played after the cut card came out.", rnd)
+            self._label(
+                AlertCode.ROUNDS_AFTER_CUT_CARD,
+                shoe,
+                f"One round more than the house's last-round policy ({profile.last_round}) allows was played after the cut card came out.",
+                rnd,
+            )
         self._advance(2_000, 4_000)
         self._input(
             m.Result,
-            m.ResultInput(table_id=self.table_id, player_total=declared.player_total, banker_total=declared.banker_total,
-                          outcome=declared.outcome, player_pair=declared.player_pair, banker_pair=declared.banker_pair),
+            m.ResultInput(
+                table_id=self.table_id,
+                player_total=declared.player_total,
+                banker_total=declared.banker_total,
+                outcome=declared.outcome,
+                player_pair=declared.player_pair,
+                banker_pair=declared.banker_pair,
+            ),
             "console",
         )
         if declared.outcome == "tie":  # Art. 12: the table acts on the result it announced
@@ -472,7 +513,11 @@ class TableSim:
         bet = SimBet(f"B{self.table_id}-{self.bet_seq}", patron, seat, spot, amount)
         rnd.bets[bet.bet_id] = bet
         self._advance(500, 2_500)
-        self._input(m.BetPlace, m.BetPlaceInput(table_id=self.table_id, bet_id=bet.bet_id, patron_id=patron, seat=seat, spot=spot, amount=amount), "bet-sensor")
+        self._input(
+            m.BetPlace,
+            m.BetPlaceInput(table_id=self.table_id, bet_id=bet.bet_id, patron_id=patron, seat=seat, spot=spot, amount=amount),
+            "bet-sensor",
+        )
         return bet
 
     def _change(self, bet: SimBet, spot: Spot, amount: int) -> None:
@@ -515,7 +560,9 @@ class TableSim:
         minimum = self.profile.min_bet
         if move is TieMove.INCREASE and self._within_limit(rnd, bet.spot, bet.amount + minimum, replacing=bet):
             self._change(bet, bet.spot, bet.amount + minimum)
-        elif move is TieMove.REDUCE and bet.amount >= 2 * minimum and self._within_limit(rnd, bet.spot, bet.amount - minimum, replacing=bet):
+        elif (
+            move is TieMove.REDUCE and bet.amount >= 2 * minimum and self._within_limit(rnd, bet.spot, bet.amount - minimum, replacing=bet)
+        ):
             self._change(bet, bet.spot, bet.amount - minimum)
         elif move is TieMove.MOVE:
             self._move(rnd, bet)
@@ -535,8 +582,14 @@ class TableSim:
             elif not self._move(rnd, bet):
                 continue
             after = "withdrawn" if bet.withdrawn else f"now {bet.spot} {bet.amount}"
-            self._label(code, shoe, f"Bet {bet.bet_id} ({before}), carried over from a tie, was {after}, which the "
-                        f"{self.profile.name} house rules forbid.", rnd, patron_id=bet.patron_id, bet_id=bet.bet_id)
+            self._label(
+                code,
+                shoe,
+                f"Bet {bet.bet_id} ({before}), carried over from a tie, was {after}, which the {self.profile.name} house rules forbid.",
+                rnd,
+                patron_id=bet.patron_id,
+                bet_id=bet.bet_id,
+            )
             return bet
         return None
 
@@ -574,8 +627,14 @@ class TableSim:
         patron, seat = self._someone(seated=False)
         bet = self._place(rnd, patron, seat, Spot.PLAYER, self.profile.min_bet, check=False)
         assert bet is not None
-        self._label(AlertCode.LATE_BET, shoe, f"Patron {patron} placed a Player bet of {bet.amount} after bets closed.", rnd,
-                    patron_id=patron, bet_id=bet.bet_id)
+        self._label(
+            AlertCode.LATE_BET,
+            shoe,
+            f"Patron {patron} placed a Player bet of {bet.amount} after bets closed.",
+            rnd,
+            patron_id=patron,
+            bet_id=bet.bet_id,
+        )
         return True
 
     # ---- the cards --------------------------------------------------------------------------------
@@ -590,8 +649,13 @@ class TableSim:
         shoe.cards.insert(shoe.pos, card)
         if not shoe.cut_out and shoe.cut >= shoe.pos:
             shoe.cut += 1  # the cut card lies below the slipped card
-        self._label(AlertCode.CARD_OVERCOUNT, shoe, f"A foreign {card.code} was slipped into the shoe and dealt as card {shoe.pos + 1}; "
-                    f"all {self.profile.decks} genuine copies were already out.", rnd)
+        self._label(
+            AlertCode.CARD_OVERCOUNT,
+            shoe,
+            f"A foreign {card.code} was slipped into the shoe and dealt as card {shoe.pos + 1}; "
+            f"all {self.profile.decks} genuine copies were already out.",
+            rnd,
+        )
         return True
 
     def _first_four(self, shoe: SimShoe) -> tuple[int, int]:
@@ -649,7 +713,9 @@ class TableSim:
             index, third = self._draw(shoe)
             self._place_card("player", index, third, self.box_sees_cards)
             hands["player"].append(third)
-        banker_draws = banker_rule(banker_two, player_two, third).draws != (error in (AlertCode.DRAW_BANKER_MISSING, AlertCode.DRAW_BANKER_EXTRA))
+        banker_draws = banker_rule(banker_two, player_two, third).draws != (
+            error in (AlertCode.DRAW_BANKER_MISSING, AlertCode.DRAW_BANKER_EXTRA)
+        )
         if banker_draws:
             index, card = self._draw(shoe)
             self._place_card("banker", index, card, self.box_sees_cards)
@@ -667,8 +733,18 @@ class TableSim:
                 stakes[bet.patron_id] += bet.amount
         if wrong_holder:
             holder, _ = self._someone(seated=False)
-            why = "the house does not allow squeezing" if not self.profile.squeeze_allowed else "only the seated bettor with the largest stake may"
-            self._label(AlertCode.SQUEEZE_HOLDER, shoe, f"Standing patron {holder} held (squeezed) the cards, but {why} (Art. 16).", rnd, patron_id=holder)
+            why = (
+                "the house does not allow squeezing"
+                if not self.profile.squeeze_allowed
+                else "only the seated bettor with the largest stake may"
+            )
+            self._label(
+                AlertCode.SQUEEZE_HOLDER,
+                shoe,
+                f"Standing patron {holder} held (squeezed) the cards, but {why} (Art. 16).",
+                rnd,
+                patron_id=holder,
+            )
         elif self.profile.squeeze_allowed and stakes and self.rng.random() < 0.4:
             holder = stakes.most_common(1)[0][0]
         else:
@@ -691,8 +767,14 @@ class TableSim:
             return False
         bet = self.rng.choice(candidates)
         self.out.append(Tamper(self.clock, self.table_id, code, rnd.round_id, bet.bet_id))
-        self._label(code, shoe, f"Bet {bet.bet_id} ({bet.spot} {bet.amount}) of patron {bet.patron_id} {what}.", rnd,
-                    patron_id=bet.patron_id, bet_id=bet.bet_id)
+        self._label(
+            code,
+            shoe,
+            f"Bet {bet.bet_id} ({bet.spot} {bet.amount}) of patron {bet.patron_id} {what}.",
+            rnd,
+            patron_id=bet.patron_id,
+            bet_id=bet.bet_id,
+        )
         return True
 
 

@@ -27,8 +27,7 @@ import msgspec
 from ..core.money import Spot
 from ..core.play import Outcome
 from ..core.profiles import InvalidProfileError, load_profile
-from ..events import topics
-from ..events import codec
+from ..events import codec, topics
 from ..events import models as m
 from ..runtime.processor import Rejected
 from ..runtime.state import State
@@ -132,7 +131,7 @@ class TableController:
             if event.id in table.recent_inputs:
                 raise Rejected(f"input {event.id} was already taken: a duplicate")
             outputs = handler(self, table, event, state)
-            table.recent_inputs = [*table.recent_inputs[-(REMEMBERED_INPUTS - 1):], event.id]
+            table.recent_inputs = [*table.recent_inputs[-(REMEMBERED_INPUTS - 1) :], event.id]
             if table.waiting:  # after a round still waiting for the shoe
                 table.waiting[-1].then.extend(codec.encode(output) for output in outputs)
                 outputs = []
@@ -155,8 +154,12 @@ class TableController:
         table.round_no += 1
         round_id = m.round_id_of(table.table_id, d.shoe_id, table.round_no)
         outputs: list[m.Event] = [
-            _make(m.CardsBurned, m.CardsBurnedData(table_id=table.table_id, shoe_id=d.shoe_id, round_id=None, indices=burn.indices),
-                  f"{burn.input_id}/burned", burn.time)
+            _make(
+                m.CardsBurned,
+                m.CardsBurnedData(table_id=table.table_id, shoe_id=d.shoe_id, round_id=None, indices=burn.indices),
+                f"{burn.input_id}/burned",
+                burn.time,
+            )
             for burn in table.burns
         ]
         table.burns = []
@@ -186,7 +189,13 @@ class TableController:
         _check_stake(d.bet_id, d.amount)
         rnd.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount)
         data = m.BetPlacedData(
-            table_id=table.table_id, round_id=rnd.round_id, bet_id=d.bet_id, patron_id=d.patron_id, seat=d.seat, spot=d.spot, amount=d.amount
+            table_id=table.table_id,
+            round_id=rnd.round_id,
+            bet_id=d.bet_id,
+            patron_id=d.patron_id,
+            seat=d.seat,
+            spot=d.spot,
+            amount=d.amount,
         )
         return [_make(m.BetPlaced, data, f"{event.id}/placed", event.time)]
 
@@ -398,7 +407,9 @@ def _voided(table_id: str, rnd: Round, reason: str, time: datetime) -> list[m.Ev
     if rnd.cards:
         burned = m.CardsBurnedData(table_id=table_id, shoe_id=rnd.shoe_id, round_id=rnd.round_id, indices=[c.index for c in rnd.cards])
         outputs.append(_make(m.CardsBurned, burned, f"{rnd.round_id}/burned", time))
-    outputs.append(_make(m.RoundVoided, m.RoundVoidedData(table_id=table_id, round_id=rnd.round_id, reason=reason), f"{rnd.round_id}/voided", time))
+    outputs.append(
+        _make(m.RoundVoided, m.RoundVoidedData(table_id=table_id, round_id=rnd.round_id, reason=reason), f"{rnd.round_id}/voided", time)
+    )
     return outputs
 
 

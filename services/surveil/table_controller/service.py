@@ -5,10 +5,10 @@ from __future__ import annotations
 import redis
 import structlog
 
+from ..events.signing import DeviceKeys
 from ..runtime import logs, metrics
 from ..runtime.config import Settings
 from ..runtime.kafka import KafkaRunner
-from ..events.signing import DeviceKeys
 from ..runtime.state import RedisBackend
 from .processor import TableController
 

@@ -41,7 +41,7 @@ def test_a_commit_waiting_on_a_frozen_broker_says_what_it_waits_for_and_where(de
     log = ""
     for start in range(100, 400, 100):
         before = processed(deployment)
-        deployment.publish(events[start:start + 100])
+        deployment.publish(events[start : start + 100])
         deadline = time.monotonic() + 60
         while processed(deployment) == before and time.monotonic() < deadline:
             time.sleep(0.02)

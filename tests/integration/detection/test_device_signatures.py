@@ -7,22 +7,20 @@ from __future__ import annotations
 import dataclasses
 import socket
 import time
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from kafka import KafkaConsumer, TopicPartition
 
 from integration.deployment import Deployment
-from surveil.events import codec
+from surveil.events import codec, deadletter, topics
 from surveil.events import models as m
-from surveil.events import deadletter
-from surveil.events import topics
+from surveil.events.shoe_protocol import Kind, format_line, signed_line
+from surveil.events.signing import DeviceKeys
 from surveil.runtime.access import FLOOR_SIMULATOR
 from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.kafka import Publisher
-from surveil.events.signing import DeviceKeys
-from surveil.events.shoe_protocol import Kind, format_line, signed_line
 
-NOW = datetime.now(timezone.utc)
+NOW = datetime.now(UTC)
 
 
 def read_raw(deployment: Deployment, topic: str, expected: int, timeout: float = 60) -> list[bytes]:
@@ -48,7 +46,9 @@ def test_spoofed_shoe_lines_and_inputs_are_refused_and_alerted(deployment: Deplo
         shoe.sendall(signed_line(format_line("T09", 1, NOW, Kind.START, "S1", 8, "manual"), forger))
         shoe.sendall(format_line("T09", 2, NOW, Kind.CARD, "S1", 1, "9H", "down"))  # unsigned
         time.sleep(2)
-    settings = dataclasses.replace(Settings.from_env(FLOOR_SIMULATOR), kafka_bootstrap=deployment.bootstrap, topic_prefix=deployment.topic_prefix)
+    settings = dataclasses.replace(
+        Settings.from_env(FLOOR_SIMULATOR), kafka_bootstrap=deployment.bootstrap, topic_prefix=deployment.topic_prefix
+    )
     if deployment.access is not None:
         settings = deployment.access.settings(settings, FLOOR_SIMULATOR)
     publisher = Publisher(settings, forger)

@@ -12,9 +12,8 @@ import msgspec
 from integration.deployment import Deployment
 from surveil.analysis.replay import replay
 from surveil.analysis.verify import verify
-from surveil.events import codec
+from surveil.events import codec, topics
 from surveil.events import models as m
-from surveil.events import topics
 from surveil.sim.floor import Floor
 from surveil.sim.injections import parse_codes
 

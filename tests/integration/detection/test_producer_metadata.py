@@ -16,18 +16,26 @@ DELIVERY_S = 20.0  # a batch goes out in milliseconds; the stuck one never did
 
 
 def test_a_batch_for_a_known_topic_goes_out_when_another_topic_is_first_tracked(
-        kafka_bootstrap: str, new_topic: Callable[..., str], topic_prefix: str) -> None:
+    kafka_bootstrap: str, new_topic: Callable[..., str], topic_prefix: str
+) -> None:
     known = new_topic("known", partitions=1)
     new_topic("declared", partitions=1)  # a topic the app declares as it starts, already there
     credentials = Settings.from_env("tests").faust_credentials()
     asyncio.run(_send_to_known_then_new(kafka_bootstrap, credentials, known, new_topic, topic_prefix))
 
 
-async def _send_to_known_then_new(bootstrap: str, credentials: object, known: str, new_topic: Callable[..., str],
-                                  topic_prefix: str) -> None:
+async def _send_to_known_then_new(
+    bootstrap: str, credentials: object, known: str, new_topic: Callable[..., str], topic_prefix: str
+) -> None:
     # Batches linger 0.5 s, so the known topic's is still waiting when the client's tracked topics change.
-    app = App(f"{topic_prefix}producer", broker=f"kafka://{bootstrap}", broker_credentials=credentials,
-              web_enabled=False, producer_linger=0.5, topic_allow_declare=True)
+    app = App(
+        f"{topic_prefix}producer",
+        broker=f"kafka://{bootstrap}",
+        broker_credentials=credentials,
+        web_enabled=False,
+        producer_linger=0.5,
+        topic_allow_declare=True,
+    )
     producer = app.producer
     await producer.start()
     try:

@@ -25,9 +25,8 @@ import pytest
 from integration.deployment import CONSUMES, ROOT, SERVICES, Deployment, dump_memory, offline_events, offline_settlement, settlement_events
 from surveil.analysis.replay import replay
 from surveil.analysis.verify import verify
-from surveil.events import codec
+from surveil.events import codec, topics
 from surveil.events import models as m
-from surveil.events import topics
 from surveil.sim.floor import Floor
 from surveil.sim.injections import parse_codes
 
@@ -45,12 +44,14 @@ def stack_sh(*args: str) -> None:
 
 def faults(deployment: Deployment) -> dict[str, Callable[[], None]]:
     """Each fault by name: what it does, and it leaves the thing it hit running again."""
+
     def restart_redis() -> None:
         stack_sh("restart-redis")
         deployment.restore_redis_users()  # the test's users are made at run time (see restore_redis_users)
 
     chosen: dict[str, Callable[[], None]] = {
-        f"kill -9 {service}": (lambda service=service: deployment.restart(service, pause=1.0)) for service in SERVICES  # type: ignore[misc]
+        f"kill -9 {service}": (lambda service=service: deployment.restart(service, pause=1.0))
+        for service in SERVICES  # type: ignore[misc]
     }
     chosen["kill -9 kafka"] = lambda: stack_sh("restart-kafka")
     chosen["kill -9 redis"] = restart_redis
@@ -96,8 +97,12 @@ def unchained(alert: m.AlertRaised) -> m.AlertRaisedData:
     return msgspec.structs.replace(alert.data, chain=None)
 
 
-def run_through(deployment: Deployment, kafka_broker, redis_url: str,  # type: ignore[no-untyped-def]
-                wanted: tuple[str, ...]) -> list[m.Event]:
+def run_through(
+    deployment: Deployment,
+    kafka_broker,
+    redis_url: str,  # type: ignore[no-untyped-def]
+    wanted: tuple[str, ...],
+) -> list[m.Event]:
     """The floor played live while the ``wanted`` faults strike in a random order (env FAULTS=a,b
     narrows them down further), once every service is consuming; then until every service has
     consumed everything. Returns the offline reference events."""
@@ -163,7 +168,8 @@ def alert_differences(deployment: Deployment, expected: list[m.Event]) -> tuple[
 
 
 def test_kill_9_of_the_table_side_settlement_and_redis_mid_run_loses_nothing_and_doubles_nothing(
-        deployment: Deployment, kafka_broker, redis_url: str) -> None:
+    deployment: Deployment, kafka_broker, redis_url: str
+) -> None:
     """The detectors are not killed here, but they read every transaction the others abort: their
     alerts are exactly the offline replay's."""
     expected = run_through(deployment, kafka_broker, redis_url, ("shoe-reader", "table-controller", "settlement", "redis"))

@@ -29,10 +29,10 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from surveil.events import topics
+from surveil.events.topics import ALL_TOPICS
 from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
 from surveil.runtime.config import kafka_client_config
 from surveil.runtime.lag_exporter import LagReader
-from surveil.events.topics import ALL_TOPICS
 from surveil.runtime.topic_admin import create_topics, delete_topics
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -122,10 +122,14 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
     shoe_port = free_port()
     env = {
         **os.environ,
-        "KAFKA_BOOTSTRAP": kafka_bootstrap, "REDIS_URL": redis_url,
-        "TOPIC_PREFIX": prefix, "REDIS_PREFIX": prefix.replace(".", ":"),
-        "INSTANCE_ID": "it-metrics", "FAUST_DATADIR": str(logs / "faust"),
-        "SHOE_READER_PORT": str(shoe_port), "LAG_INTERVAL": "1",
+        "KAFKA_BOOTSTRAP": kafka_bootstrap,
+        "REDIS_URL": redis_url,
+        "TOPIC_PREFIX": prefix,
+        "REDIS_PREFIX": prefix.replace(".", ":"),
+        "INSTANCE_ID": "it-metrics",
+        "FAUST_DATADIR": str(logs / "faust"),
+        "SHOE_READER_PORT": str(shoe_port),
+        "LAG_INTERVAL": "1",
     }
     processes: dict[str, subprocess.Popen[bytes]] = {}
     deployed = Deployment(prefix, ports, logs, processes)
@@ -134,18 +138,47 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
     try:
         for service in SERVICES:
             log = (logs / f"{service}.log").open("wb")
-            processes[service] = subprocess.Popen([str(SURVEIL), "serve", service], env=access.env(service, {**env, "METRICS_PORT": str(ports[service])}),
-                                                  stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+            processes[service] = subprocess.Popen(
+                [str(SURVEIL), "serve", service],
+                env=access.env(service, {**env, "METRICS_PORT": str(ports[service])}),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+            )
         for service in SERVICES:
             wait_for(f"{service} /metrics", lambda s=service: bool(deployed.metrics(s)), 60, deployed.tail)
-        wait_for("the shoe-reader's port", lambda: socket.create_connection(("127.0.0.1", shoe_port), timeout=1).close() is None,
-                 60, deployed.tail)
+        wait_for(
+            "the shoe-reader's port",
+            lambda: socket.create_connection(("127.0.0.1", shoe_port), timeout=1).close() is None,
+            60,
+            deployed.tail,
+        )
 
         # The floor: two tables, one shoe each, a switched card at one of them.
         simulated = subprocess.run(
-            [str(SURVEIL), "simulate", "--tables", str(TABLES), "--shoes", "1", "--seed", "11", "--inject", "CARD_MISMATCH",
-             "--live", "--pace", "0", "--kafka", kafka_bootstrap, "--shoe-reader", f"127.0.0.1:{shoe_port}"],
-            env=access.env(FLOOR_SIMULATOR, env), capture_output=True, timeout=300, cwd=ROOT,
+            [
+                str(SURVEIL),
+                "simulate",
+                "--tables",
+                str(TABLES),
+                "--shoes",
+                "1",
+                "--seed",
+                "11",
+                "--inject",
+                "CARD_MISMATCH",
+                "--live",
+                "--pace",
+                "0",
+                "--kafka",
+                kafka_bootstrap,
+                "--shoe-reader",
+                f"127.0.0.1:{shoe_port}",
+            ],
+            env=access.env(FLOOR_SIMULATOR, env),
+            capture_output=True,
+            timeout=300,
+            cwd=ROOT,
         )
         assert simulated.returncode == 0, simulated.stdout.decode() + simulated.stderr.decode()
         # Something for the dead letters: a garbled shoe line, an event that is not one.
@@ -162,8 +195,11 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
             """What the deployment has not done yet."""
             detected = samples(deployed.metrics("anomaly-detection"))
             settled = samples(deployed.metrics("settlement"))
-            lag = {(labels["group"], labels["topic"], labels["partition"]): v
-                   for n, labels, v in samples(deployed.metrics("lag-exporter")) if n == "surveil_consumer_lag_messages"}
+            lag = {
+                (labels["group"], labels["topic"], labels["partition"]): v
+                for n, labels, v in samples(deployed.metrics("lag-exporter"))
+                if n == "surveil_consumer_lag_messages"
+            }
             missing = []
             if not any(n == "surveil_alerts_total" and labels["rule"] == "CARD_MISMATCH" and v > 0 for n, labels, v in detected):
                 missing.append("the CARD_MISMATCH alert")
@@ -177,8 +213,12 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
                 missing.append(f"every group caught up (behind: {behind or 'no lag read yet'})")
             return missing
 
-        wait_for("the floor to be settled, checked, and caught up with", lambda: not waiting_for(), 240,
-                 lambda: f"still waiting for: {waiting_for()}\n{deployed.tail()}")
+        wait_for(
+            "the floor to be settled, checked, and caught up with",
+            lambda: not waiting_for(),
+            240,
+            lambda: f"still waiting for: {waiting_for()}\n{deployed.tail()}",
+        )
         yield deployed
     finally:
         for process in processes.values():
@@ -192,7 +232,7 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
         client = redis.Redis.from_url(redis_url)
         doomed = list(client.scan_iter(match=prefix.replace(".", ":") + "*", count=1000))
         for i in range(0, len(doomed), 500):
-            client.unlink(*doomed[i:i + 500])
+            client.unlink(*doomed[i : i + 500])
         client.close()
 
 
@@ -269,8 +309,12 @@ def test_the_lag_exporter_sees_every_group_caught_up(deployment: Deployment) -> 
     lag = [(labels, v) for n, labels, v in samples(deployment.metrics("lag-exporter")) if n == "surveil_consumer_lag_messages"]
     assert {labels["group"] for labels, _ in lag} == {"table-controller", "settlement", "anomaly-detection"}
     assert {(labels["group"], labels["topic"]) for labels, _ in lag} >= {
-        ("table-controller", "baccarat.shoe"), ("table-controller", "baccarat.inputs"), ("settlement", "baccarat.table"),
-        ("anomaly-detection", "baccarat.shoe"), ("anomaly-detection", "baccarat.table"), ("anomaly-detection", "baccarat.settlement"),
+        ("table-controller", "baccarat.shoe"),
+        ("table-controller", "baccarat.inputs"),
+        ("settlement", "baccarat.table"),
+        ("anomaly-detection", "baccarat.shoe"),
+        ("anomaly-detection", "baccarat.table"),
+        ("anomaly-detection", "baccarat.settlement"),
     }
     assert all(v <= markers_at_rest(labels["topic"]) for labels, v in lag)
     health = {n: v for n, _, v in samples(deployment.metrics("lag-exporter")) if n.startswith("surveil_lag_exporter")}
@@ -280,7 +324,9 @@ def test_the_lag_exporter_sees_every_group_caught_up(deployment: Deployment) -> 
 # ---- the lag reader on a group of its own -------------------------------------------------------
 
 
-def test_the_lag_reader_counts_what_a_group_has_not_committed(kafka_bootstrap: str, new_topic: Callable[..., str], topic_prefix: str) -> None:
+def test_the_lag_reader_counts_what_a_group_has_not_committed(
+    kafka_bootstrap: str, new_topic: Callable[..., str], topic_prefix: str
+) -> None:
     topic = new_topic(topics.TABLE, partitions=2)
     producer = KafkaProducer(**kafka_client_config(kafka_bootstrap), acks="all")
     for n in range(30):  # 20 to partition 0, 10 to partition 1
@@ -295,7 +341,9 @@ def test_the_lag_reader_counts_what_a_group_has_not_committed(kafka_bootstrap: s
         try:
             from kafka.structs import OffsetAndMetadata
 
-            consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(15, "", -1), TopicPartition(topic, 1): OffsetAndMetadata(10, "", -1)})
+            consumer.commit(
+                {TopicPartition(topic, 0): OffsetAndMetadata(15, "", -1), TopicPartition(topic, 1): OffsetAndMetadata(10, "", -1)}
+            )
         finally:
             consumer.close()
         assert reader.read() == {("settlement", topics.TABLE, 0): 5, ("settlement", topics.TABLE, 1): 0}

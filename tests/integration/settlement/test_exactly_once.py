@@ -35,8 +35,14 @@ class Crash(BaseException):
 
 def runner(deployment: Deployment) -> KafkaRunner:
     settings = Settings(
-        service="settlement", kafka_bootstrap=deployment.bootstrap, redis_url=deployment.redis_url, metrics_port=0,
-        instance_id="it-crash", log_level="INFO", partitions=6, topic_prefix=deployment.topic_prefix,
+        service="settlement",
+        kafka_bootstrap=deployment.bootstrap,
+        redis_url=deployment.redis_url,
+        metrics_port=0,
+        instance_id="it-crash",
+        log_level="INFO",
+        partitions=6,
+        topic_prefix=deployment.topic_prefix,
         redis_prefix=deployment.redis_prefix,
     )
     return KafkaRunner(SettlementProcessor(), deployment.as_service(settings), deployment.redis_backend())
@@ -70,7 +76,9 @@ def settles_as_offline(deployment: Deployment, run: KafkaRunner, events: list[m.
 
 
 @pytest.mark.parametrize("crash", [crash_after_redis, crash_before_the_kafka_commit])
-def test_a_batch_cut_short_by_a_crash_is_published_once_by_the_next_runner(deployment: Deployment, crash: Callable[[KafkaRunner], None]) -> None:
+def test_a_batch_cut_short_by_a_crash_is_published_once_by_the_next_runner(
+    deployment: Deployment, crash: Callable[[KafkaRunner], None]
+) -> None:
     events = simulated_floor(tables=2, shoes=1, seed=15)
     deployment.publish(table_events(events))
 

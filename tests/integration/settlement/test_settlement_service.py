@@ -28,10 +28,8 @@ from integration.deployment import (
 )
 from surveil.cli import main
 from surveil.core.money import BetResult
-from surveil.events import codec
+from surveil.events import codec, deadletter, topics
 from surveil.events import models as m
-from surveil.events import deadletter
-from surveil.events import topics
 from surveil.settlement import ledger as ledger_
 from surveil.settlement.ledger import PatronTotals, TableTotals
 
@@ -44,18 +42,25 @@ def totals_from(published: list[m.Event]) -> tuple[dict[tuple[str, str], TableTo
     for event in published:
         shift, d = ledger_.shift_of(event.time), event.data
         if isinstance(d, m.RoundSettledData):
-            by_table[d.table_id, shift].update(staked=d.staked, paid_out=d.paid_out, commission=d.commission, house_net=d.house_net, rounds=1)
+            by_table[d.table_id, shift].update(
+                staked=d.staked, paid_out=d.paid_out, commission=d.commission, house_net=d.house_net, rounds=1
+            )
         elif isinstance(d, m.BetSettledData) and d.result is not BetResult.CARRIED:
             by_table[d.table_id, shift].update(bets=1)
-            by_patron[d.patron_id, shift].update({
-                "staked": d.amount, "paid_out": ledger_.paid_out(d), "commission": d.commission, "net": d.net, "bets": 1,
-                result_counter[d.result]: 1,
-            })
+            by_patron[d.patron_id, shift].update(
+                {
+                    "staked": d.amount,
+                    "paid_out": ledger_.paid_out(d),
+                    "commission": d.commission,
+                    "net": d.net,
+                    "bets": 1,
+                    result_counter[d.result]: 1,
+                }
+            )
     return ({k: TableTotals(**c) for k, c in by_table.items()}, {k: PatronTotals(**c) for k, c in by_patron.items()})
 
 
-def test_a_floor_settles_through_the_service_and_the_ledger_is_the_sum_of_what_it_published(
-        deployment: Deployment, tmp_path: Path) -> None:
+def test_a_floor_settles_through_the_service_and_the_ledger_is_the_sum_of_what_it_published(deployment: Deployment, tmp_path: Path) -> None:
     events = simulated_floor(tables=4, shoes=1, seed=11)
     deployment.publish(table_events(events))
     deployment.start("settlement")
@@ -87,8 +92,11 @@ def test_a_floor_settles_through_the_service_and_the_ledger_is_the_sum_of_what_i
 
     # The service serves its metrics, the settlement ones among them.
     staked = sum(t.staked for (t_id, _), t in by_table.items() if t_id == table)
-    exported = [value for name, labels, value in deployment.metric_samples(SETTLEMENT_SERVICE)
-                if name == "surveil_settlement_staked_total" and labels == {"table": table}]
+    exported = [
+        value
+        for name, labels, value in deployment.metric_samples(SETTLEMENT_SERVICE)
+        if name == "surveil_settlement_staked_total" and labels == {"table": table}
+    ]
     assert exported == [staked]
 
 
@@ -102,7 +110,7 @@ def test_kill_9_at_random_points_then_a_restart_gives_the_ledger_of_an_uninterru
 
     def publish_live() -> None:
         for first in range(0, len(inputs), 100):
-            deployment.publish(inputs[first:first + 100])
+            deployment.publish(inputs[first : first + 100])
             time.sleep(0.25)
 
     feeder = threading.Thread(target=publish_live)
@@ -146,9 +154,21 @@ def test_unusable_input_is_dead_lettered_with_its_reason_and_settlement_goes_on(
     inputs = table_events(events)
     first_round = next(e for e in inputs if isinstance(e, m.RoundOpened))
     table = first_round.subject
-    unknown_round = codec.make(m.BetPlaced, m.BetPlacedData(
-        table_id=table, round_id="no-such-round", bet_id="B-x", patron_id="P-x", seat="1", spot="player", amount=1_000,  # type: ignore[arg-type]
-    ), id="bad-1", source="test", time=first_round.time)
+    unknown_round = codec.make(
+        m.BetPlaced,
+        m.BetPlacedData(
+            table_id=table,
+            round_id="no-such-round",
+            bet_id="B-x",
+            patron_id="P-x",
+            seat="1",
+            spot="player",
+            amount=1_000,  # type: ignore[arg-type]
+        ),
+        id="bad-1",
+        source="test",
+        time=first_round.time,
+    )
     deployment.publish_raw([(table.encode(), b"not json at all"), (table.encode(), codec.encode(unknown_round))])
     deployment.publish(inputs)
     deployment.start("settlement")

@@ -12,9 +12,8 @@ import sys
 from pathlib import Path
 
 from integration.deployment import ROOT, Deployment, offline_events, validator
-from surveil.events import codec
+from surveil.events import codec, topics
 from surveil.events import models as m
-from surveil.events import topics
 from surveil.runtime.config import Settings
 from surveil.shoe_reader.service import published_sequences
 from surveil.sim.floor import Floor
@@ -48,18 +47,25 @@ def test_the_shoe_reader_publishes_a_capture_once_however_often_it_is_replayed(d
     lines = [a.line for a in Floor(tables=2, shoes=1, seed=5).actions() if isinstance(a, ShoeLine)]
     capture = tmp_path / "floor.shoe"
     capture.write_bytes(b"".join(lines[:300]) + b"SHOE1 garbled\n")
-    env = {**os.environ, "KAFKA_BOOTSTRAP": deployment.bootstrap, "TOPIC_PREFIX": deployment.topic_prefix,
-           "METRICS_PORT": str(deployment.metrics_ports["shoe-reader"])}
+    env = {
+        **os.environ,
+        "KAFKA_BOOTSTRAP": deployment.bootstrap,
+        "TOPIC_PREFIX": deployment.topic_prefix,
+        "METRICS_PORT": str(deployment.metrics_ports["shoe-reader"]),
+    }
 
     def replay(path: Path) -> None:
-        done = subprocess.run([sys.executable, "-m", "surveil.shoe_reader", "--capture", str(path)], env=env, cwd=ROOT,
-                              capture_output=True, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "surveil.shoe_reader", "--capture", str(path)], env=env, cwd=ROOT, capture_output=True, timeout=120
+        )
         assert done.returncode == 0, done.stderr.decode()[-3000:]
 
     replay(capture)
     first = deployment.read(topics.SHOE, 300)
     assert len(first) == 300
-    settings = dataclasses.replace(Settings.from_env("shoe-reader"), kafka_bootstrap=deployment.bootstrap, topic_prefix=deployment.topic_prefix)
+    settings = dataclasses.replace(
+        Settings.from_env("shoe-reader"), kafka_bootstrap=deployment.bootstrap, topic_prefix=deployment.topic_prefix
+    )
     last = published_sequences(settings)
     assert last == {table: max(int(e.id.rpartition(":")[2]) for e in first if e.subject == table) for table in ("T001", "T002")}
     capture.write_bytes(b"".join(lines))  # the whole floor now: the first 300 lines again, then the rest

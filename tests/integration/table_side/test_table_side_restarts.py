@@ -8,9 +8,9 @@ import json
 import time
 
 import pytest
+
 from integration.deployment import Deployment, offline_events
-from surveil.events import codec
-from surveil.events import topics
+from surveil.events import codec, topics
 from surveil.sim.floor import Floor
 
 FLOOR = {"tables": 2, "shoes": 1, "seed": 33}

@@ -9,10 +9,8 @@ Each case is checked against ``player_rule``/``banker_rule``, the flat ``PLAYER_
 from __future__ import annotations
 
 import pytest
-
-from surveil.core.cards import Card, Rank
-from surveil.core.play import BANKER_DRAWS, PLAYER_DRAWS, DrawRule, Outcome, banker_rule, deal, player_rule
 from transcribed_rules import (
+    ART5_POINTS,
     BANKER_CLAUSES,
     BANKER_GRID,
     BANKER_NATURALS,
@@ -23,10 +21,12 @@ from transcribed_rules import (
     PLAYER_STAND_TOTALS,
     RANK_OF_POINTS,
     STOOD,
-    ART5_POINTS,
     BankerClause,
     total_of,
 )
+
+from surveil.core.cards import Card, Rank
+from surveil.core.play import BANKER_DRAWS, PLAYER_DRAWS, DrawRule, Outcome, banker_rule, deal, player_rule
 
 STOOD_INDEX = 10  # BANKER_DRAWS[banker_two][10]: the Player did not draw
 BANKER_COLUMNS: list[int | str] = [*range(10), STOOD]
@@ -213,7 +213,7 @@ def test_art9_4_5_banker_stands_on_7_8_9() -> None:
 
 
 def test_art9_face_cards_count_as_the_10_of_the_tableau() -> None:
-    """"10" in Art. 9 is any card worth 0: 10, J, Q and K decide alike (Banker 4 stands on each)."""
+    """ "10" in Art. 9 is any card worth 0: 10, J, Q and K decide alike (Banker 4 stands on each)."""
     for code in ("10H", "JH", "QH", "KH"):
         assert banker_rule(4, 2, Card.parse(code)) == DrawRule(False, "Art. 9(4)(2)")
         assert banker_rule(3, 2, Card.parse(code)) == DrawRule(True, "Art. 9(3)(2)")

@@ -8,7 +8,7 @@ from collections import Counter
 import pytest
 
 from surveil.core.cards import CARD_POINTS, DECK, Card, InvalidCardError, Rank, Suit
-from surveil.core.play import hand_total, is_natural, is_pair, outcome_of, Outcome
+from surveil.core.play import Outcome, hand_total, is_natural, is_pair, outcome_of
 from surveil.core.shoe import InvalidShoeError, ShoeComposition, check_decks, shuffled_shoe
 
 # docs/contract.md: a card is rank + suit, ranks A 2 3 4 5 6 7 8 9 10 J Q K, suits S H D C.

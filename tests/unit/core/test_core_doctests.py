@@ -12,9 +12,7 @@ import surveil.core
 import surveil.events
 
 MODULES = sorted(
-    f"{package.__name__}.{info.name}"
-    for package in (surveil.core, surveil.events)
-    for info in pkgutil.iter_modules(package.__path__)
+    f"{package.__name__}.{info.name}" for package in (surveil.core, surveil.events) for info in pkgutil.iter_modules(package.__path__)
 )
 
 

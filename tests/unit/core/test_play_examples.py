@@ -88,9 +88,7 @@ def test_art7_a_hand_out_of_shoe_order_is_deal_order() -> None:
 def test_art7_one_shoe_index_twice_is_deal_order() -> None:
     player = hand((1, "7S"), (3, "KH"))
     banker = hand((1, "7C"), (4, "KS"))
-    assert [f.code for f in check_play(player, banker, RoundResult(7, 7, Outcome.TIE, False, False))] == [
-        AlertCode.DEAL_ORDER
-    ]
+    assert [f.code for f in check_play(player, banker, RoundResult(7, 7, Outcome.TIE, False, False))] == [AlertCode.DEAL_ORDER]
 
 
 def test_art7_a_hand_with_fewer_than_two_cards_is_deal_order() -> None:

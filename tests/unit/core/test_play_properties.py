@@ -38,12 +38,12 @@ from typing import Any
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
+from transcribed_rules import ART5_POINTS, banker_cell, player_cell, total_of
 
 from surveil.core.cards import DECK, Card
 from surveil.core.findings import AlertCode, Finding
 from surveil.core.play import Coup, DealtCard, Outcome, RoundResult, check_play, deal
 from surveil.core.shoe import shuffled_shoe
-from transcribed_rules import ART5_POINTS, banker_cell, player_cell, total_of
 
 MUTATIONS = settings(max_examples=400)  # rare cases (Banker 3 against a late 8) need many draws
 
@@ -67,9 +67,7 @@ def result_by_hand(player: Sequence[DealtCard], banker: Sequence[DealtCard]) -> 
     """Art. 5, 11-13 worked out from the transcription."""
     player_total = total_of([d.card.rank.value for d in player])
     banker_total = total_of([d.card.rank.value for d in banker])
-    outcome = (
-        Outcome.PLAYER if player_total > banker_total else Outcome.BANKER if banker_total > player_total else Outcome.TIE
-    )
+    outcome = Outcome.PLAYER if player_total > banker_total else Outcome.BANKER if banker_total > player_total else Outcome.TIE
     return RoundResult(
         player_total,
         banker_total,
@@ -249,9 +247,7 @@ def test_art9_3_the_banker_third_card_removed_is_draw_banker_missing(cards: list
 
 @MUTATIONS
 @given(cards=SEVEN_CARDS, first_index=FIRST_INDEX, data=st.data())
-def test_art7_two_cards_swapped_between_the_hands_is_deal_order(
-    cards: list[Card], first_index: int, data: st.DataObject
-) -> None:
+def test_art7_two_cards_swapped_between_the_hands_is_deal_order(cards: list[Card], first_index: int, data: st.DataObject) -> None:
     r = legal_round(cards, first_index)
     i = data.draw(st.integers(0, len(r.player) - 1), label="player card")
     j = data.draw(st.integers(0, len(r.banker) - 1), label="banker card")
@@ -263,9 +259,7 @@ def test_art7_two_cards_swapped_between_the_hands_is_deal_order(
 
 @MUTATIONS
 @given(cards=SEVEN_CARDS, first_index=FIRST_INDEX, to_player=st.booleans())
-def test_art5_11_a_mutated_round_declared_as_before_is_also_result_mismatch(
-    cards: list[Card], first_index: int, to_player: bool
-) -> None:
+def test_art5_11_a_mutated_round_declared_as_before_is_also_result_mismatch(cards: list[Card], first_index: int, to_player: bool) -> None:
     """The next card added to a hand, but the table declares the round's original result:
     RESULT_MISMATCH exactly when the added card changed what the cards say."""
     r = legal_round(cards, first_index)
@@ -295,9 +289,7 @@ def test_art11_12_a_wrong_declared_outcome_is_result_mismatch(cards: list[Card],
     findings = check_play(r.player, r.banker, replace(r.coup.result, outcome=wrong))
     assert codes(findings) == [AlertCode.RESULT_MISMATCH]
     assert findings[0].article == "Art. 11-12"
-    assert findings[0].evidence["differences"] == {
-        "outcome": {"declared": str(wrong), "cards_say": str(r.coup.result.outcome)}
-    }
+    assert findings[0].evidence["differences"] == {"outcome": {"declared": str(wrong), "cards_say": str(r.coup.result.outcome)}}
 
 
 @given(cards=SEVEN_CARDS, first_index=FIRST_INDEX, field=st.sampled_from(["player_pair", "banker_pair"]))

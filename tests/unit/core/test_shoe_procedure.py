@@ -43,8 +43,19 @@ def test_art2_1_a_burn_as_many_cards_as_decks(decks: int) -> None:
 # first card -> cards burned in all: the shown first card plus as many as its face value, with
 # 10, J, Q, K counting 10 (docs/rules.md, Art. 2.1(b)).
 FIRST_CARD_BURNS = {
-    "AS": 2, "2S": 3, "3S": 4, "4S": 5, "5S": 6, "6S": 7, "7S": 8, "8S": 9, "9S": 10,
-    "10S": 11, "JS": 11, "QS": 11, "KS": 11,
+    "AS": 2,
+    "2S": 3,
+    "3S": 4,
+    "4S": 5,
+    "5S": 6,
+    "6S": 7,
+    "7S": 8,
+    "8S": 9,
+    "9S": 10,
+    "10S": 11,
+    "JS": 11,
+    "QS": 11,
+    "KS": 11,
 }
 
 

@@ -63,8 +63,19 @@ STOOD = "stood"  # the column key for "the Player did not draw"
 
 # docs/rules.md, Art. 5: 10, J, Q, K count 0; A counts 1; 2 to 9 their face value.
 ART5_POINTS: dict[str, int] = {
-    "A": 1, "2": 2, "3": 3, "4": 4, "5": 5, "6": 6, "7": 7, "8": 8, "9": 9,
-    "10": 0, "J": 0, "Q": 0, "K": 0,
+    "A": 1,
+    "2": 2,
+    "3": 3,
+    "4": 4,
+    "5": 5,
+    "6": 6,
+    "7": 7,
+    "8": 8,
+    "9": 9,
+    "10": 0,
+    "J": 0,
+    "Q": 0,
+    "K": 0,
 }
 # One rank per value, to build hands with a given total.
 RANK_OF_POINTS: dict[int, str] = {0: "K", 1: "A", **{n: str(n) for n in range(2, 10)}}
@@ -93,12 +104,9 @@ _PLAYER = _grid(PLAYER_GRID_TEXT)
 _BANKER = _grid(BANKER_GRID_TEXT)
 
 # PLAYER_GRID[player_two][banker_two]; BANKER_GRID[banker_two][third points or STOOD]
-PLAYER_GRID: dict[int, dict[int, Cell]] = {
-    p: {b: _PLAYER[f"p{p}"][f"b{b}"] for b in range(10)} for p in range(10)
-}
+PLAYER_GRID: dict[int, dict[int, Cell]] = {p: {b: _PLAYER[f"p{p}"][f"b{b}"] for b in range(10)} for p in range(10)}
 BANKER_GRID: dict[int, dict[int | str, Cell]] = {
-    b: {**{t: _BANKER[f"b{b}"][f"t{t}"] for t in range(10)}, STOOD: _BANKER[f"b{b}"][STOOD]}
-    for b in range(10)
+    b: {**{t: _BANKER[f"b{b}"][f"t{t}"] for t in range(10)}, STOOD: _BANKER[f"b{b}"][STOOD]} for b in range(10)
 }
 
 

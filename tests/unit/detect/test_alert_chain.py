@@ -7,8 +7,8 @@ import random
 
 import msgspec
 import pytest
-from support.scenario import BetSpec, Scenario, lines
 
+from support.scenario import BetSpec, Scenario, lines
 from surveil.analysis.replay import replay
 from surveil.analysis.verify import verify
 from surveil.core.money import Spot

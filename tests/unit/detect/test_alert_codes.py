@@ -4,18 +4,17 @@ legal twin that raises nothing. The logs go through the offline replay, as an an
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from collections.abc import Callable
+from pathlib import Path
 
 import msgspec
 import pytest
-from support.scenario import BetSpec, Scenario, lines
 
+from support.scenario import BetSpec, Scenario, lines
 from surveil.analysis.replay import replay
 from surveil.core.cards import CARDS
 from surveil.core.findings import AlertCode
-from surveil.core.money import Spot
-from surveil.core.money import RoundTotals, Settlement
+from surveil.core.money import RoundTotals, Settlement, Spot
 from surveil.core.play import Coup
 from surveil.core.profiles import load_profile
 from surveil.core.shoe import shuffled_shoe
@@ -394,7 +393,9 @@ def _retotal(events: list[m.Event], round_id: str) -> list[m.Event]:
     return [
         msgspec.structs.replace(
             e,
-            data=msgspec.structs.replace(e.data, staked=totals.staked, paid_out=totals.paid_out, commission=totals.commission, house_net=totals.house_net),
+            data=msgspec.structs.replace(
+                e.data, staked=totals.staked, paid_out=totals.paid_out, commission=totals.commission, house_net=totals.house_net
+            ),
         )
         if isinstance(e, m.RoundSettled) and e.data.round_id == round_id
         else e
@@ -503,5 +504,8 @@ def test_clean_shoes_raise_nothing_under_every_profile(profile: str) -> None:
     house = load_profile(profile)
     s = Scenario(profile=profile, min_bet=house.min_bet, max_bet=house.max_bet)
     for seed in range(3):
-        s.play_shoe(random.Random(seed), lambda coup: [BetSpec("P1", Spot.BANKER, 2 * house.min_bet), BetSpec("P2", Spot.PLAYER, house.min_bet, seat="3")])
+        s.play_shoe(
+            random.Random(seed),
+            lambda coup: [BetSpec("P1", Spot.BANKER, 2 * house.min_bet), BetSpec("P2", Spot.PLAYER, house.min_bet, seat="3")],
+        )
     assert alerts(s.log()) == []

@@ -42,8 +42,7 @@ def seek(consumer: Consumer, committed: int) -> None:
 def fetched(consumer: Consumer, *offsets: int) -> list[ConsumerMessage]:
     """The messages at ``offsets``, as the broker returns them and faust hands them on."""
     consumer._returned(PARTITION, list(offsets))
-    return [consumer._to_message(PARTITION, ConsumerRecord(TOPIC, 0, offset, 0, 0, b"T001", b"{}", None, 4, 2, ()))
-            for offset in offsets]
+    return [consumer._to_message(PARTITION, ConsumerRecord(TOPIC, 0, offset, 0, 0, b"T001", b"{}", None, 4, 2, ())) for offset in offsets]
 
 
 def commit(consumer: Consumer) -> int | None:

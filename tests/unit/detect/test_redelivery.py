@@ -13,12 +13,11 @@ import pytest
 from surveil.analysis.replay import replay
 from surveil.detect.table import _HANDLERS as HANDLED
 from surveil.detect.table import RECENT_IDS, TableState, TableWatch, _in_window, id_digest
-from surveil.events import topics
-from surveil.events import codec
+from surveil.embedded.record import record
+from surveil.events import codec, topics
 from surveil.events import models as m
 from surveil.sim.floor import Floor
 from surveil.sim.injections import parse_codes
-from surveil.embedded.record import record
 
 INJECT = "DRAW_BANKER_EXTRA,LATE_BET,CARD_MISMATCH,PAYOUT_MISMATCH"
 

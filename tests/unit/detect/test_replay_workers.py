@@ -10,11 +10,11 @@ import pytest
 
 from surveil.analysis import replay as replay_module
 from surveil.analysis.replay import ReplayResult, Router, Shard, replay
+from surveil.embedded.record import record
 from surveil.events import codec
 from surveil.events import models as m
 from surveil.sim.floor import Floor
 from surveil.sim.injections import parse_codes
-from surveil.embedded.record import record
 
 INJECT = "DRAW_BANKER_EXTRA,LATE_BET,CARD_MISMATCH,PAYOUT_MISMATCH,PATRON_WIN_RATE,DEALER_ERROR_RATE,UNSETTLED_BET,CARD_OVERCOUNT"
 
@@ -56,7 +56,10 @@ def test_any_number_of_workers_replays_as_one_process(log: list[bytes], workers:
     assert many.bad_lines == one.bad_lines
     assert [bad.number for bad in one.bad_lines] == [number for number, line in enumerate(log, start=1) if line in NOT_EVENTS]
     assert (many.events, many.events_by_type, many.rounds_checked, many.tables) == (
-        one.events, one.events_by_type, one.rounds_checked, one.tables,
+        one.events,
+        one.events_by_type,
+        one.rounds_checked,
+        one.tables,
     )
     assert one.tables == 4
 
@@ -87,6 +90,7 @@ def test_a_failing_worker_fails_the_replay_with_its_traceback(log: list[bytes], 
 
 def test_a_worker_that_dies_fails_the_replay(log: list[bytes], monkeypatch: pytest.MonkeyPatch) -> None:
     """Killed outright (the OOM killer, kill -9) it tells nothing: the replay says it died, and does not wait for ever."""
+
     def dies(self: Shard, batch: object) -> list[object]:
         os._exit(3)
 

@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from event_samples import DATA, TABLE, event
 
 from surveil.events import models
 from surveil.events.codec import EVENT_TYPES, TOPICS, InvalidEventError, decode, encode, make
-from event_samples import DATA, TABLE, event
 
 TYPES = sorted(EVENT_TYPES)
 

@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from event_samples import event
 from jsonschema import Draft202012Validator
 
 from surveil.events.codec import EVENT_TYPES, InvalidEventError, decode
 from surveil.events.schemas import render
-from event_samples import event
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
 TYPES = sorted(EVENT_TYPES)

@@ -34,14 +34,18 @@ def by_principal(grants: list[access.Grant]) -> dict[str, set[tuple[str, str, st
 
 
 def test_each_topic_is_written_by_its_producer_and_the_dead_letters_by_every_service() -> None:
-    writes = {(g.principal, g.name) for g in access.kafka_grants() if g.resource == "topic" and g.operation == "write" and g.pattern == "literal"}
+    writes = {
+        (g.principal, g.name) for g in access.kafka_grants() if g.resource == "topic" and g.operation == "write" and g.pattern == "literal"
+    }
     system = {(principal, topic) for principal, topic in writes if topic in topics.ALL_TOPICS}
     expected = {(producer, topic) for topic, producer in PRODUCERS.items()}
     expected |= {(service, topics.DEADLETTER) for service in access.SERVICES if service != access.LAG_EXPORTER}
     assert system == expected
     # Nobody writes anything else but anomaly-detection, under its app id.
     assert {(p, t) for p, t in writes if t not in topics.ALL_TOPICS} == set()
-    prefixed = [g for g in access.kafka_grants() if g.pattern == "prefixed" and g.resource == "topic" and g.operation in ("write", "create")]
+    prefixed = [
+        g for g in access.kafka_grants() if g.pattern == "prefixed" and g.resource == "topic" and g.operation in ("write", "create")
+    ]
     assert {(g.principal, g.name) for g in prefixed} == {(access.ANOMALY_DETECTION, "anomaly-detection")}
 
 
@@ -102,8 +106,12 @@ def test_the_redis_acl_file_holds_hashes_not_passwords() -> None:
 
 
 OPERATOR = {
-    "KAFKA_BOOTSTRAP": "127.0.0.1:9092", "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT", "KAFKA_USERNAME": "admin",
-    "KAFKA_PASSWORD": "pw-admin", "REDIS_URL": "redis://admin:r-admin@127.0.0.1:6379/0", "PATH": "/usr/bin",
+    "KAFKA_BOOTSTRAP": "127.0.0.1:9092",
+    "KAFKA_SECURITY_PROTOCOL": "SASL_PLAINTEXT",
+    "KAFKA_USERNAME": "admin",
+    "KAFKA_PASSWORD": "pw-admin",
+    "REDIS_URL": "redis://admin:r-admin@127.0.0.1:6379/0",
+    "PATH": "/usr/bin",
     **{access.password_variable("kafka", p): f"pw-{p}" for p in access.KAFKA_PRINCIPALS},
     **{access.password_variable("redis", u): f"r-{u}" for u in access.REDIS_USERS},
 }
@@ -123,7 +131,9 @@ def test_a_service_environment_holds_its_own_credentials_and_no_other_secret() -
 
 
 def test_redis_url_for_keeps_the_address_and_quotes_the_credentials() -> None:
-    assert access.redis_url_for("redis://127.0.0.1:6379/0", "it-x:settlement", "p@ss") == "redis://it-x%3Asettlement:p%40ss@127.0.0.1:6379/0"
+    assert (
+        access.redis_url_for("redis://127.0.0.1:6379/0", "it-x:settlement", "p@ss") == "redis://it-x%3Asettlement:p%40ss@127.0.0.1:6379/0"
+    )
     assert access.redis_url_for("redis://admin:x@redis:6379/2", "settlement", "y") == "redis://settlement:y@redis:6379/2"
 
 
@@ -140,7 +150,9 @@ def test_settings_read_the_client_security_from_the_environment(monkeypatch: pyt
     monkeypatch.setenv("KAFKA_SECURITY_PROTOCOL", "SASL_SSL")
     monkeypatch.setenv("KAFKA_SSL_CAFILE", "/etc/surveil/tls/ca.pem")
     client = kafka_client_config("kafka:9092")
-    assert client["bootstrap_servers"] == "kafka:9092" and client["ssl_cafile"] == "/etc/surveil/tls/ca.pem" and client["ssl_check_hostname"]
+    assert (
+        client["bootstrap_servers"] == "kafka:9092" and client["ssl_cafile"] == "/etc/surveil/tls/ca.pem" and client["ssl_check_hostname"]
+    )
     monkeypatch.delenv("KAFKA_USERNAME")
     with pytest.raises(ValueError, match="KAFKA_USERNAME"):
         Settings.from_env("x").kafka_client()

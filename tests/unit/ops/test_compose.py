@@ -72,9 +72,7 @@ REQUIRED_ENV = {
 
 # --- what the code reads ---------------------------------------------------------------------
 
-_ENV_READ = re.compile(
-    r"""(?:\benviron\.get\(\s*|\benviron\[\s*|\bgetenv\(\s*|\benv\.get\(\s*)["']([A-Z][A-Z0-9_]*)["']"""
-)
+_ENV_READ = re.compile(r"""(?:\benviron\.get\(\s*|\benviron\[\s*|\bgetenv\(\s*|\benv\.get\(\s*)["']([A-Z][A-Z0-9_]*)["']""")
 
 
 def variables_read_by_code() -> dict[str, set[str]]:
@@ -373,8 +371,17 @@ def deployment(request: pytest.FixtureRequest, env: dict[str, str]) -> Deploymen
 
 def test_the_scan_of_the_code_finds_the_variables_the_services_read() -> None:
     # If this fails, the regex lost track of the code and every check of names below is void.
-    assert {"KAFKA_BOOTSTRAP", "REDIS_URL", "METRICS_PORT", "PARTITIONS", "INSTANCE_ID", "LOG_LEVEL",
-            "SHOE_READER_PORT", "TOPIC_PREFIX", "REDIS_PREFIX"} <= set(CODE_VARIABLES)
+    assert {
+        "KAFKA_BOOTSTRAP",
+        "REDIS_URL",
+        "METRICS_PORT",
+        "PARTITIONS",
+        "INSTANCE_ID",
+        "LOG_LEVEL",
+        "SHOE_READER_PORT",
+        "TOPIC_PREFIX",
+        "REDIS_PREFIX",
+    } <= set(CODE_VARIABLES)
 
 
 def test_every_expected_service_is_there(deployment: Deployment) -> None:
@@ -436,8 +443,12 @@ def test_kafka_runs_kraft_single_node_with_the_shared_partition_count(deployment
         assert exposed and exposed[0] != controller, f"published {target}, which no client listener has"
         assert advertised[exposed[0]].rsplit(":")[-1] == str(published)
     assert kafka["KAFKA_NUM_PARTITIONS"] == env["PARTITIONS"]
-    for setting in ("KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR", "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
-                    "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR", "KAFKA_DEFAULT_REPLICATION_FACTOR"):
+    for setting in (
+        "KAFKA_OFFSETS_TOPIC_REPLICATION_FACTOR",
+        "KAFKA_TRANSACTION_STATE_LOG_REPLICATION_FACTOR",
+        "KAFKA_TRANSACTION_STATE_LOG_MIN_ISR",
+        "KAFKA_DEFAULT_REPLICATION_FACTOR",
+    ):
         assert kafka[setting] == "1", f"{setting}: one broker holds one replica"
     assert ("volume", "kafka-data", kafka["KAFKA_LOG_DIRS"]) in deployment.services["kafka"].mounts
 
@@ -547,7 +558,9 @@ def test_long_running_services_have_health_checks_restart_policies_memory_limits
             continue
         assert service.healthcheck and service.healthcheck[0] in ("CMD", "CMD-SHELL"), f"{name}: no health check"
         assert service.restart == "unless-stopped", f"{name}: restart {service.restart}"
-    assert deployment.services["kafka"].memory_limit > 1.25 * _bytes(deployment.services["kafka"].environment["KAFKA_HEAP_OPTS"].split("-Xmx")[1].split()[0])
+    assert deployment.services["kafka"].memory_limit > 1.25 * _bytes(
+        deployment.services["kafka"].environment["KAFKA_HEAP_OPTS"].split("-Xmx")[1].split()[0]
+    )
 
 
 def test_the_surveil_health_checks_probe_each_service_metrics_port(deployment: Deployment) -> None:
@@ -603,7 +616,7 @@ def test_ports_are_the_ones_the_services_listen_on(deployment: Deployment) -> No
 
 def test_mounted_host_paths_exist_in_the_repository_and_named_volumes_are_declared(deployment: Deployment) -> None:
     for name, service in deployment.services.items():
-        for kind, source, target in service.mounts:
+        for kind, source, _ in service.mounts:
             if kind == "bind":
                 path = Path(source)
                 assert ROOT in path.parents, f"{name}: mounts {source}, outside the repository"
@@ -623,7 +636,7 @@ def _prometheus_config_in_container(deployment: Deployment) -> Path:
     inside = flag.split("=", 1)[1]
     for kind, source, target in prometheus.mounts:
         if kind == "bind" and inside.startswith(target.rstrip("/") + "/"):
-            return Path(source) / inside[len(target.rstrip("/")) + 1:]
+            return Path(source) / inside[len(target.rstrip("/")) + 1 :]
     raise AssertionError(f"{inside} is on no mount of the prometheus service")
 
 
@@ -658,15 +671,21 @@ def test_grafana_finds_prometheus_and_the_dashboards_where_compose_puts_them(dep
     grafana = deployment.services["grafana"]
     mounts = {target: Path(source) for kind, source, target in grafana.mounts if kind == "bind"}
     provisioning = mounts["/etc/grafana/provisioning"]
-    datasources = [ds for f in sorted((provisioning / "datasources").glob("*.y*ml"))
-                   for ds in yaml.safe_load(f.read_text(encoding="utf-8")).get("datasources") or []]
+    datasources = [
+        ds
+        for f in sorted((provisioning / "datasources").glob("*.y*ml"))
+        for ds in yaml.safe_load(f.read_text(encoding="utf-8")).get("datasources") or []
+    ]
     prometheus = [ds for ds in datasources if ds.get("type") == "prometheus"]
     assert prometheus and all(ds.get("uid") for ds in prometheus), "a Prometheus datasource, pinned by uid"
     listen = next(a for a in deployment.services["prometheus"].command if a.startswith("--web.listen-address="))
     for ds in prometheus:
         assert ds["url"] == f"http://prometheus:{listen.rsplit(':', 1)[1]}", f"datasource {ds['uid']}: {ds['url']}"
-    providers = [p for f in sorted((provisioning / "dashboards").glob("*.y*ml"))
-                 for p in yaml.safe_load(f.read_text(encoding="utf-8")).get("providers") or []]
+    providers = [
+        p
+        for f in sorted((provisioning / "dashboards").glob("*.y*ml"))
+        for p in yaml.safe_load(f.read_text(encoding="utf-8")).get("providers") or []
+    ]
     assert providers, "no dashboard provider"
     for provider in providers:
         path = provider["options"]["path"]
@@ -768,7 +787,7 @@ def _redis_users(command: list[str]) -> dict[str, list[str]]:
         end = at + 2
         while end < len(command) and not command[end].startswith("--"):
             end += 1
-        users[command[at + 1]] = command[at + 2:end]
+        users[command[at + 1]] = command[at + 2 : end]
         at = end
     return users
 
@@ -781,7 +800,9 @@ def test_redis_has_the_users_of_the_access_plan(deployment: Deployment) -> None:
         rules = users[user]
         assert rules[:2] == ["on", f">{SECRETS[access.password_variable('redis', user)]}"], f"{user}: {rules[:2]}"
         assert rules[2:] == access.redis_rules(user), f"{user}: the rules differ from surveil.runtime.access.redis_rules"
-    assert "redis-cli" in " ".join(deployment.services["redis"].healthcheck or []) and "--user" not in " ".join(deployment.services["redis"].healthcheck or [])
+    assert "redis-cli" in " ".join(deployment.services["redis"].healthcheck or []) and "--user" not in " ".join(
+        deployment.services["redis"].healthcheck or []
+    )
 
 
 # --- the image -------------------------------------------------------------------------------
@@ -826,8 +847,14 @@ def test_the_dockerfile_builds_one_non_root_image_with_surveil_as_entrypoint() -
                 assert not _dockerignore_excludes(source, patterns), f"COPY {source}: left out by .dockerignore"
     for kept in ("pyproject.toml", "README.md", "services/surveil/cli/__init__.py", "services/surveil/profiles/dicj.toml"):
         assert not _dockerignore_excludes(kept, patterns), f"{kept} is left out of the build"
-    for dropped in (".venv/bin/python", ".git/HEAD", ".stack/kafka/kafka.log", "tests/conftest.py",
-                    "services/surveil/__pycache__/cli.cpython-311.pyc", ".env"):
+    for dropped in (
+        ".venv/bin/python",
+        ".git/HEAD",
+        ".stack/kafka/kafka.log",
+        "tests/conftest.py",
+        "services/surveil/__pycache__/cli.cpython-311.pyc",
+        ".env",
+    ):
         assert _dockerignore_excludes(dropped, patterns), f"{dropped} goes into the build context"
 
 

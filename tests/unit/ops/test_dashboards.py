@@ -90,17 +90,34 @@ def all_queries() -> Iterator[tuple[str, str]]:
 
 # ---- a PromQL reader, enough for metric and label names -----------------------------------------
 
-TOKEN = re.compile(r"""
+TOKEN = re.compile(
+    r"""
     (?P<ws>\s+)
   | (?P<string>"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'|`[^`]*`)
   | (?P<number>0x[0-9a-fA-F]+|(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?(?:(?:ms|[smhdwy])(?:\d+(?:ms|[smhdwy]))*)?)
   | (?P<ident>[a-zA-Z_:][a-zA-Z0-9_:]*)
   | (?P<op>=~|!~|!=|==|<=|>=|[-+*/%^<>=,(){}\[\]@])
-""", re.X)
+""",
+    re.X,
+)
 GROUPING = {"by", "without", "on", "ignoring", "group_left", "group_right"}
 KEYWORDS = GROUPING | {"and", "or", "unless", "bool", "offset", "inf", "nan", "atan2"}
-AGGREGATORS = {"sum", "min", "max", "avg", "group", "stddev", "stdvar", "count", "count_values", "bottomk", "topk",
-               "quantile", "limitk", "limit_ratio"}
+AGGREGATORS = {
+    "sum",
+    "min",
+    "max",
+    "avg",
+    "group",
+    "stddev",
+    "stdvar",
+    "count",
+    "count_values",
+    "bottomk",
+    "topk",
+    "quantile",
+    "limitk",
+    "limit_ratio",
+}
 LABEL_CREATORS = {"label_replace", "label_join"}  # their second argument is the label they make
 
 
@@ -196,8 +213,10 @@ def read(expr: str) -> Expr:
 
 
 def test_the_promql_reader_finds_metrics_and_labels() -> None:
-    expr = read('sort_desc(sum by (table) (increase(a_total{x="1", y=~"$v"}[$__range])) / on (table) group_left b:c:d)'
-                ' or label_replace(vector(0.5), "outcome", "tie", "", "") or up{job="s"} offset 5m')
+    expr = read(
+        'sort_desc(sum by (table) (increase(a_total{x="1", y=~"$v"}[$__range])) / on (table) group_left b:c:d)'
+        ' or label_replace(vector(0.5), "outcome", "tie", "", "") or up{job="s"} offset 5m'
+    )
     assert expr.metrics == {"a_total": {"x", "y"}, "b:c:d": set(), "up": {"job"}}
     assert expr.grouping == {"table"} and expr.created == {"outcome"}
     assert read("label_values(surveil_round_outcomes_total, table)").metrics == {"surveil_round_outcomes_total": set()}
@@ -283,9 +302,11 @@ def test_awaited_metrics_are_still_missing_and_still_used() -> None:
     assert set(AWAITED) - used == set(), "no longer missing (or no longer used): remove them from AWAITED"
 
 
-@pytest.mark.parametrize("rule", [r for path in sorted(RULES.glob("*.yml"))
-                                  for g in yaml.safe_load(path.read_text())["groups"] for r in g["rules"]],
-                         ids=lambda r: r.get("record") or r.get("alert"))
+@pytest.mark.parametrize(
+    "rule",
+    [r for path in sorted(RULES.glob("*.yml")) for g in yaml.safe_load(path.read_text())["groups"] for r in g["rules"]],
+    ids=lambda r: r.get("record") or r.get("alert"),
+)
 def test_every_rule_asks_for_metrics_and_labels_that_exist(rule: dict[str, Any]) -> None:
     assert problems(rule["expr"]) == []
 
@@ -381,7 +402,9 @@ def test_promtool_parses_every_dashboard_query(tmp_path: Path) -> None:
         warnings.warn(message, stacklevel=1)
         pytest.skip(message)
     queries = [(where, grafana_free(query)) for where, query in all_queries() if not query.startswith("label_values(")]
-    rules = {"groups": [{"name": "dashboards", "rules": [{"record": f"dashboard_query_{n}", "expr": q} for n, (_, q) in enumerate(queries)]}]}
+    rules = {
+        "groups": [{"name": "dashboards", "rules": [{"record": f"dashboard_query_{n}", "expr": q} for n, (_, q) in enumerate(queries)]}]
+    }
     path = tmp_path / "dashboard_queries.yml"
     path.write_text(yaml.safe_dump(rules))
     checked = subprocess.run([promtool, "check", "rules", str(path)], capture_output=True, text=True, timeout=120)

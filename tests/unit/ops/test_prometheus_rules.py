@@ -38,8 +38,10 @@ def promtool() -> str:
     found = shutil.which("promtool")
     if found:
         return found
-    message = ("PROMTOOL IS MISSING: the Prometheus rules and configs were NOT checked. "
-               "Install it with ops/install.sh (Debian's prometheus package).")
+    message = (
+        "PROMTOOL IS MISSING: the Prometheus rules and configs were NOT checked. "
+        "Install it with ops/install.sh (Debian's prometheus package)."
+    )
     if os.environ.get("CI"):
         pytest.fail(message + " Under CI this is a failure: the install step did not run.", pytrace=False)
     warnings.warn(message, stacklevel=1)
@@ -98,8 +100,14 @@ def test_every_alert_is_seen_firing_and_seen_quiet_in_a_rule_test() -> None:
             for case in test.get("alert_rule_test", []):
                 (firing if case.get("exp_alerts") else quiet).add(case["alertname"])
     alerts = {rule["alert"] for rule in rules() if "alert" in rule}
-    assert alerts == {"SurveilCriticalAlert", "SurveilTableSilent", "SurveilConsumerLagHigh",
-                      "SurveilConsumerLagUnknown", "SurveilDeadLetters", "SurveilServiceDown"}
+    assert alerts == {
+        "SurveilCriticalAlert",
+        "SurveilTableSilent",
+        "SurveilConsumerLagHigh",
+        "SurveilConsumerLagUnknown",
+        "SurveilDeadLetters",
+        "SurveilServiceDown",
+    }
     assert alerts - firing == set(), "alerts no test sees firing"
     assert alerts - quiet == set(), "alerts no test sees quiet"
     assert firing | quiet <= alerts, "tests of alerts that do not exist"
@@ -171,6 +179,6 @@ def test_the_lag_exporter_watches_each_consumer_group_on_what_it_consumes() -> N
     assert lag_exporter.GROUPS[TableController.name] == TableController.consumes
     # anomaly-detection (faust, app id "anomaly-detection"): the three streams and its facts topic.
     app = (ROOT / "services" / "surveil" / "anomaly_detection" / "app.py").read_text()
-    assert 'settings.topic(SERVICE)' in app and 'SERVICE = "anomaly-detection"' in app
+    assert "settings.topic(SERVICE)" in app and 'SERVICE = "anomaly-detection"' in app
     assert 'FACTS = f"{SERVICE}-facts"' in app and "settings.topic(FACTS)" in app
     assert set(lag_exporter.GROUPS) == {"settlement", "table-controller", "anomaly-detection"}

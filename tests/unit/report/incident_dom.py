@@ -42,7 +42,9 @@ class Node:
                 yield child
                 yield from child.iter()
 
-    def find_all(self, tag: str | None = None, *, cls: str | None = None, test: Callable[[Node], bool] | None = None, **attrs: str) -> list[Node]:
+    def find_all(
+        self, tag: str | None = None, *, cls: str | None = None, test: Callable[[Node], bool] | None = None, **attrs: str
+    ) -> list[Node]:
         found = []
         for node in self.iter():
             if tag and node.tag != tag:

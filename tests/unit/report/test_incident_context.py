@@ -7,8 +7,8 @@ import random
 
 import msgspec
 import pytest
-from support.scenario import BetSpec, Scenario, lines
 
+from support.scenario import BetSpec, Scenario, lines
 from surveil.analysis import incident as inc
 from surveil.analysis.incident import IncidentCollector, common_run, correct_play, play_differences, rules_give
 from surveil.analysis.replay import ReplayResult, replay
@@ -92,7 +92,9 @@ def test_a_draw_error_keeps_its_round_cards_and_the_settlements_that_came_after(
 
 def test_the_payouts_against_core_money_settle() -> None:
     events = table(banker_draws_on_3_against_an_8)
-    position = next(i for i, e in enumerate(events) if isinstance(e, m.BetSettled) and e.data.round_id == "T01-S1-R2" and e.data.patron_id == "P1")
+    position = next(
+        i for i, e in enumerate(events) if isinstance(e, m.BetSettled) and e.data.round_id == "T01-S1-R2" and e.data.patron_id == "P1"
+    )
     paid = events[position]
     assert (paid.data.net, paid.data.commission) == (950, 50)
     events[position] = msgspec.structs.replace(paid, data=msgspec.structs.replace(paid.data, net=1000, commission=0))

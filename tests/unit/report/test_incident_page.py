@@ -12,16 +12,16 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 from incident_dom import Node, parse
-from support.scenario import BetSpec, Scenario, lines
 
+from support.scenario import BetSpec, Scenario, lines
 from surveil.analysis.incident import IncidentCollector, card_text
 from surveil.analysis.replay import replay
 from surveil.analysis.report import stake_of
 from surveil.cli import main
 from surveil.core.cards import CARDS
 from surveil.core.money import Spot
-from surveil.core.profiles import load_profile
 from surveil.core.play import hand_total
+from surveil.core.profiles import load_profile
 from surveil.events import models as m
 
 INJECTED = ("DRAW_BANKER_EXTRA", "PAYOUT_MISMATCH", "SQUEEZE_HOLDER", "SHOE_REPEAT", "BURN_COUNT", "CUT_CARD_DEPTH")
@@ -37,7 +37,9 @@ class Floor:
         self.page_file = folder / "report.html"
         alerts_file = folder / "alerts.jsonl"
         runner = CliRunner()
-        made = runner.invoke(main, ["simulate", "--tables", "3", "--shoes", "2", "--seed", "7", "--inject", ",".join(INJECTED), "--out", str(self.log)])
+        made = runner.invoke(
+            main, ["simulate", "--tables", "3", "--shoes", "2", "--seed", "7", "--inject", ",".join(INJECTED), "--out", str(self.log)]
+        )
         assert made.exit_code == 0, made.output
         replayed = runner.invoke(main, ["replay", str(self.log), "--report", str(self.page_file), "--alerts", str(alerts_file)])
         assert replayed.exit_code == 0, replayed.output
@@ -151,7 +153,10 @@ def test_a_draw_error_lays_out_the_round_in_shoe_order_and_the_correct_play(floo
     assert [td.text() for td in dealt.find_all("td")[2:4]] == [str(t) for t in totals]
     third = d.evidence["banker"][2], d.evidence["banker_indices"][2]
     differences = section.find("ul", cls="differences").text()
-    assert f"Banker drew the {card_text(third[0])} (card {third[1]}) but had to stand on {d.evidence['banker_two_card_total']} ({d.article})" in differences
+    assert (
+        f"Banker drew the {card_text(third[0])} (card {third[1]}) but had to stand on {d.evidence['banker_two_card_total']} ({d.article})"
+        in differences
+    )
     assert declared.find_all("td")[1].text() == dealt.find_all("td")[2].text()
 
 
@@ -176,7 +181,10 @@ def test_a_squeeze_by_the_wrong_patron_names_the_holder(floor: Floor) -> None:
     d = floor.alert("SQUEEZE_HOLDER")
     text = floor.section("SQUEEZE_HOLDER").text()
     assert f"cards held by {d.evidence['squeezed_by']} (squeeze, Art. 16)" in text
-    assert any(d.evidence["squeezed_by"] in r.text() and "standing" in r.text() for r in floor.section("SQUEEZE_HOLDER").find_all("tr", cls="focus"))
+    assert any(
+        d.evidence["squeezed_by"] in r.text() and "standing" in r.text()
+        for r in floor.section("SQUEEZE_HOLDER").find_all("tr", cls="focus")
+    )
 
 
 # ---- shoe alerts --------------------------------------------------------------------------------
@@ -189,8 +197,10 @@ def test_a_shoe_repeat_sets_the_two_runs_side_by_side(floor: Floor) -> None:
     section = floor.section("SHOE_REPEAT")
     text = section.text()
     count = later_last - later_first + 1
-    assert (f"{count} cards in the same order: cards {later_first}–{later_last} of shoe {d.shoe_id} are cards "
-            f"{earlier_first}–{earlier_last} of shoe S0001, the shoe before at this table.") in text
+    assert (
+        f"{count} cards in the same order: cards {later_first}–{later_last} of shoe {d.shoe_id} are cards "
+        f"{earlier_first}–{earlier_last} of shoe S0001, the shoe before at this table."
+    ) in text
     strips = section.find_all("table", cls="pair")
     later = [c for s in strips for c in cards_shown(s.find_all("tr")[0])]
     earlier = [c for s in strips for c in cards_shown(s.find_all("tr")[1])]
@@ -211,8 +221,9 @@ def test_a_burn_count_shows_the_burned_cards(floor: Floor) -> None:
 def test_a_shallow_cut_card_shows_where_it_went(floor: Floor) -> None:
     d = floor.alert("CUT_CARD_DEPTH")
     section = floor.section("CUT_CARD_DEPTH")
-    assert (f"The cut card came out after card {d.evidence['cards_before']}, leaving {d.evidence['cards_behind']} "
-            f"cards behind it") in section.text()
+    assert (
+        f"The cut card came out after card {d.evidence['cards_before']}, leaving {d.evidence['cards_behind']} cards behind it"
+    ) in section.text()
     cells = section.find("div", cls="end-of-shoe").find_all("div", cls="cell")
     cut = next(n for n, c in enumerate(cells) if "cut-card" in c.classes)
     assert cells[cut - 1].find("div", cls="idx").text() == str(d.evidence["cards_before"])
@@ -233,7 +244,7 @@ def test_the_page_stands_alone(floor: Floor) -> None:
         for name in ("src", "href", "action", "srcset", "poster"):
             value = node.attrs.get(name)
             assert value is None or value.startswith("#"), (node.tag, name, value)
-    assert "<meta charset=\"utf-8\">" in floor.html
+    assert '<meta charset="utf-8">' in floor.html
     assert "@media print" in style
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from surveil.core.cards import Card
 from surveil.core.money import Spot
@@ -21,7 +21,7 @@ from surveil.core.shoe import shuffled_shoe
 from surveil.events import codec
 from surveil.events import models as m
 
-START = datetime(2026, 11, 29, 8, 0, tzinfo=timezone.utc)  # 16:00 in Macau: shift 2026-11-29/2
+START = datetime(2026, 11, 29, 8, 0, tzinfo=UTC)  # 16:00 in Macau: shift 2026-11-29/2
 CARDS_BEHIND_CUT = 14  # Art. 2.1: the cut card about 12 cards from the end; a round needs up to 6
 SECONDS_PER_ROUND = 30
 
@@ -80,9 +80,17 @@ class Table:
             self._event(
                 m.RoundOpened,
                 m.RoundOpenedData(
-                    table_id=self.table_id, shoe_id=self.shoe_id, round_id=round_id, round_no=self._round_in_shoe,
-                    dealer_id="D1", profile=self.profile, demo=False, min_bet=house.min_bet,
-                    max_bet=house.max_bet, currency="HKD", carried_bet_ids=list(self.carried),
+                    table_id=self.table_id,
+                    shoe_id=self.shoe_id,
+                    round_id=round_id,
+                    round_no=self._round_in_shoe,
+                    dealer_id="D1",
+                    profile=self.profile,
+                    demo=False,
+                    min_bet=house.min_bet,
+                    max_bet=house.max_bet,
+                    currency="HKD",
+                    carried_bet_ids=list(self.carried),
                 ),
                 clock,
             )
@@ -91,14 +99,23 @@ class Table:
         for n, bet in enumerate(bets, 1):
             bet_id = f"{round_id}-B{n}"
             on_layout[bet_id] = bet
-            events.append(self._event(
-                m.BetPlaced,
-                m.BetPlacedData(table_id=self.table_id, round_id=round_id, bet_id=bet_id, patron_id=bet.patron_id,
-                                seat=bet.seat, spot=bet.spot, amount=bet.amount),
-                clock + timedelta(seconds=1),
-            ))
+            events.append(
+                self._event(
+                    m.BetPlaced,
+                    m.BetPlacedData(
+                        table_id=self.table_id,
+                        round_id=round_id,
+                        bet_id=bet_id,
+                        patron_id=bet.patron_id,
+                        seat=bet.seat,
+                        spot=bet.spot,
+                        amount=bet.amount,
+                    ),
+                    clock + timedelta(seconds=1),
+                )
+            )
         events.append(self._event(m.BetsClosed, m.BetsClosedData(table_id=self.table_id, round_id=round_id), clock + timedelta(seconds=10)))
-        coup = deal(self._shoe[self._position:self._position + 6])
+        coup = deal(self._shoe[self._position : self._position + 6])
         # Art. 7: P, B, P, B, then the third cards, Player's first: the shoe indices in that order.
         order = "PBPB" + "P" * (len(coup.player) - 2) + "B" * (len(coup.banker) - 2)
         cards = {"P": iter(coup.player), "B": iter(coup.banker)}
@@ -107,19 +124,29 @@ class Table:
             hands[hand].append(m.HandCard(index=index, card=next(cards[hand]).code))
         self._position += coup.cards_used
         result = coup.result
-        events.append(self._event(
-            m.RoundCompleted,
-            m.RoundCompletedData(
-                table_id=self.table_id, shoe_id=self.shoe_id, round_id=round_id,
-                player=hands["P"], banker=hands["B"],
-                player_total=result.player_total, banker_total=result.banker_total, outcome=result.outcome,
-                player_pair=result.player_pair, banker_pair=result.banker_pair, squeezed_by=None,
-            ),
-            clock + timedelta(seconds=25),
-        ))
+        events.append(
+            self._event(
+                m.RoundCompleted,
+                m.RoundCompletedData(
+                    table_id=self.table_id,
+                    shoe_id=self.shoe_id,
+                    round_id=round_id,
+                    player=hands["P"],
+                    banker=hands["B"],
+                    player_total=result.player_total,
+                    banker_total=result.banker_total,
+                    outcome=result.outcome,
+                    player_pair=result.player_pair,
+                    banker_pair=result.banker_pair,
+                    squeezed_by=None,
+                ),
+                clock + timedelta(seconds=25),
+            )
+        )
         self.carried = (
             {bet_id: bet for bet_id, bet in on_layout.items() if bet.spot in (Spot.PLAYER, Spot.BANKER)}
-            if result.outcome is Outcome.TIE else {}
+            if result.outcome is Outcome.TIE
+            else {}
         )
         return events
 
@@ -131,8 +158,9 @@ class Table:
 
     def _event(self, cls: type[m.Event], data: m.Data, time: datetime) -> m.Event:
         self._events += 1
-        return codec.make(cls, data, id=f"table-controller:{self.table_id}:{self._events}",
-                          source=f"table-controller/{self.table_id}", time=time)
+        return codec.make(
+            cls, data, id=f"table-controller:{self.table_id}:{self._events}", source=f"table-controller/{self.table_id}", time=time
+        )
 
 
 def floor(table_ids: Iterable[str], rounds: int, bets: Bets, seed: int = 0) -> list[m.Event]:

@@ -9,14 +9,14 @@ from pathlib import Path
 import msgspec
 import pytest
 from click.testing import CliRunner
-
 from settlement_desk import SHIFT, Desk
+
+from surveil.cli import ledger as settlement_cli
 from surveil.cli import main
 from surveil.core.money import Spot
 from surveil.core.play import Outcome
 from surveil.events import codec
 from surveil.runtime.state import State
-from surveil.cli import ledger as settlement_cli
 from surveil.settlement import ledger
 from surveil.settlement.reconcile import Difference, compare, log_lines, recompute
 from unit.settlement.table_play import floor, one_of_each
@@ -26,9 +26,13 @@ from unit.settlement.table_play import floor, one_of_each
 def settled(desk: Desk, monkeypatch: pytest.MonkeyPatch) -> Desk:
     """Two rounds at T07, and the commands reading desk's ledger instead of Redis."""
     desk.send(
-        desk.open("R1"), desk.bet("R1", "B1", Spot.BANKER, 2_000, patron="P1"), desk.bet("R1", "B2", Spot.TIE, 500, patron="P2"),
+        desk.open("R1"),
+        desk.bet("R1", "B1", Spot.BANKER, 2_000, patron="P1"),
+        desk.bet("R1", "B2", Spot.TIE, 500, patron="P2"),
         desk.complete("R1", Outcome.BANKER),
-        desk.open("R2"), desk.bet("R2", "B3", Spot.PLAYER, 1_000, patron="P1"), desk.complete("R2", Outcome.PLAYER),
+        desk.open("R2"),
+        desk.bet("R2", "B3", Spot.PLAYER, 1_000, patron="P1"),
+        desk.complete("R2", Outcome.PLAYER),
     )
     monkeypatch.setattr(settlement_cli, "open_ledger", lambda url, prefix: desk.ledger)
     return desk
@@ -67,7 +71,10 @@ def test_ledger_round_lists_its_bets(settled: Desk) -> None:
     code, out = run("ledger", "round", "T07", "R1")
     assert code == 0
     assert "banker" in out.splitlines()[0] and "house -1,400" in out.splitlines()[0]
-    assert [line.split()[:5] for line in out.splitlines()[1:]] == [["B1", "P1", "banker", "2,000", "win"], ["B2", "P2", "tie", "500", "lose"]]
+    assert [line.split()[:5] for line in out.splitlines()[1:]] == [
+        ["B1", "P1", "banker", "2,000", "win"],
+        ["B2", "P2", "tie", "500", "lose"],
+    ]
     code, _ = run("ledger", "round", "T07", "R404")
     assert code == 1
 
@@ -104,7 +111,10 @@ def test_reconcile_agrees_with_a_ledger_built_from_the_same_events(floor_log: Pa
     monkeypatch.setattr(settlement_cli, "open_ledger", lambda url, prefix: live.ledger)
     result = CliRunner().invoke(main, ["reconcile", str(floor_log)])
     assert (result.exit_code, result.stdout) == (0, "")
-    assert result.stderr.splitlines()[-1] == f"shift {SHIFT}: 80 rounds, {len(live.ledger.shift(SHIFT).bets)} bet settlements: the ledger agrees"
+    assert (
+        result.stderr.splitlines()[-1]
+        == f"shift {SHIFT}: 80 rounds, {len(live.ledger.shift(SHIFT).bets)} bet settlements: the ledger agrees"
+    )
 
 
 def test_reconcile_lists_every_difference_and_fails(floor_log: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -121,8 +131,10 @@ def test_reconcile_lists_every_difference_and_fails(floor_log: Path, monkeypatch
     result = CliRunner().invoke(main, ["reconcile", str(floor_log), "--shift", SHIFT])
     assert result.exit_code == 1
     lines = result.stdout.splitlines()
-    assert f"table T02 {SHIFT}: paid_out is {tampered.ledger.table('T02', SHIFT).paid_out} in the ledger, " \
-           f"{tampered.ledger.table('T02', SHIFT).paid_out - 100} from the log" in lines
+    assert (
+        f"table T02 {SHIFT}: paid_out is {tampered.ledger.table('T02', SHIFT).paid_out} in the ledger, "
+        f"{tampered.ledger.table('T02', SHIFT).paid_out - 100} from the log" in lines
+    )
     assert "round T02/T02-S1-R5: in the log, missing from the ledger" in lines
     assert f"bet T01/T01-S1-R2/T01-S1-R2-B1: net is {bet.net + 100} in the ledger, {bet.net} from the log" in lines
     # The missing round's bets are missing too (the ledger finds bets through their round).
@@ -132,7 +144,12 @@ def test_reconcile_lists_every_difference_and_fails(floor_log: Path, monkeypatch
 
 def test_reconcile_counts_lines_that_are_not_events_and_refused_events(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     desk = Desk()
-    events = [desk.open("R1"), desk.bet("R1", "B1", Spot.PLAYER, 100), desk.bet("R1", "B1", Spot.PLAYER, 100), desk.complete("R1", Outcome.PLAYER)]
+    events = [
+        desk.open("R1"),
+        desk.bet("R1", "B1", Spot.PLAYER, 100),
+        desk.bet("R1", "B1", Spot.PLAYER, 100),
+        desk.complete("R1", Outcome.PLAYER),
+    ]
     path = write_log(tmp_path / "log.jsonl", events)
     path.write_bytes(path.read_bytes() + b'{"not": "an event"}\n\n')
     result = recompute(log_lines(path))

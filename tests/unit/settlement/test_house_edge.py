@@ -43,7 +43,7 @@ def house_results() -> dict[Spot, list[float]]:
     bus.tap(record)
     events = floor([f"EDGE{n}" for n in range(TABLES)], ROUNDS, one_of_each(STAKE), seed=20261129)
     for start in range(0, len(events), 10_000):
-        bus.publish(events[start:start + 10_000])
+        bus.publish(events[start : start + 10_000])
         bus.run()
     assert not bus.dead_letters
     return results

@@ -3,19 +3,19 @@ table shift and patron, and the read side."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
-
 from settlement_desk import SHIFT, Desk
+
 from surveil.core.money import BetResult, Spot
 from surveil.core.play import Outcome
 from surveil.events import models as m
 from surveil.runtime.processor import Rejected
 from surveil.runtime.state import MemoryBackend, State
 from surveil.settlement import ledger
-from surveil.settlement.processor import SettlementProcessor
 from surveil.settlement.ledger import MACAU, PatronTotals, RoundRecord, TableTotals, shift_of
+from surveil.settlement.processor import SettlementProcessor
 
 
 @pytest.mark.parametrize(
@@ -36,14 +36,20 @@ from surveil.settlement.ledger import MACAU, PatronTotals, RoundRecord, TableTot
 def test_shift_of_a_moment_in_macau_time(macau_time: str, shift: str) -> None:
     moment = datetime.fromisoformat(macau_time).replace(tzinfo=MACAU)
     assert shift_of(moment) == shift
-    assert shift_of(moment.astimezone(timezone.utc)) == shift  # the same moment in UTC
+    assert shift_of(moment.astimezone(UTC)) == shift  # the same moment in UTC
 
 
 def test_shifts_are_eight_hours_and_follow_each_other() -> None:
     start = datetime(2026, 11, 29, 7, 0, tzinfo=MACAU)
     hours = [shift_of(start + timedelta(hours=h)) for h in range(48)]
     assert [hours[h] for h in (0, 8, 16, 24, 32, 40)] == [
-        "2026-11-29/1", "2026-11-29/2", "2026-11-29/3", "2026-11-30/1", "2026-11-30/2", "2026-11-30/3"]
+        "2026-11-29/1",
+        "2026-11-29/2",
+        "2026-11-29/3",
+        "2026-11-30/1",
+        "2026-11-30/2",
+        "2026-11-30/3",
+    ]
     assert all(hours.count(shift) == 8 for shift in set(hours))
 
 
@@ -74,8 +80,16 @@ def test_the_ledger_keys_of_one_round(desk: Desk) -> None:
     }
     record = desk.ledger.round("T07", "R1")
     assert record == RoundRecord(
-        table_id="T07", round_id="R1", shift=SHIFT, time=record.time,  # type: ignore[union-attr]
-        outcome="tie", staked=100, paid_out=900, commission=0, house_net=-800, bet_ids=["B1", "B2", "B3"],
+        table_id="T07",
+        round_id="R1",
+        shift=SHIFT,
+        time=record.time,  # type: ignore[union-attr]
+        outcome="tie",
+        staked=100,
+        paid_out=900,
+        commission=0,
+        house_net=-800,
+        bet_ids=["B1", "B2", "B3"],
     )
     assert desk.ledger.bet("T07", "R1", "B1").result is BetResult.CARRIED  # type: ignore[union-attr]
     # The carried bets leave the table's waiting list when the next round takes them.
@@ -93,7 +107,8 @@ def test_a_round_belongs_to_the_shift_in_which_it_ended(desk: Desk) -> None:
         "2026-11-29/3": TableTotals(staked=2_300, paid_out=3_900, commission=100, house_net=-1_600, rounds=2, bets=2),
     }
     assert desk.ledger.patron_shifts("P1") == {
-        "2026-11-29/3": PatronTotals(staked=2_300, paid_out=3_900, commission=100, net=1_600, bets=2, wins=1, losses=1)}
+        "2026-11-29/3": PatronTotals(staked=2_300, paid_out=3_900, commission=100, net=1_600, bets=2, wins=1, losses=1)
+    }
     assert desk.ledger.shifts() == ["2026-11-29/2", "2026-11-29/3"]
 
 
@@ -112,7 +127,10 @@ def test_the_house_result_is_what_was_staked_less_what_was_paid(desk: Desk) -> N
     assert table.house_net == table.staked - table.paid_out
     assert table.house_net == -sum(p.net for p in patrons)
     assert (table.staked, table.paid_out, table.commission) == (
-        sum(p.staked for p in patrons), sum(p.paid_out for p in patrons), sum(p.commission for p in patrons))
+        sum(p.staked for p in patrons),
+        sum(p.paid_out for p in patrons),
+        sum(p.commission for p in patrons),
+    )
     assert table.bets == sum(p.bets for p in patrons) == 10  # 12 placed, 2 carried into R4 and decided there
 
 
@@ -158,8 +176,12 @@ def test_prefetch_reads_what_a_batch_needs_in_one_round_trip() -> None:
     desk, backend = Desk(), CountingBackend()
     processor = SettlementProcessor()
     first = [desk.open("R1"), desk.bet("R1", "B1", Spot.BANKER, 1_000), desk.complete("R1", Outcome.TIE)]
-    second = [desk.open("R2", carried=("B1",)), desk.bet("R2", "B2", Spot.PLAYER, 500), desk.complete("R2", Outcome.BANKER),
-              desk.open("R1")]  # a duplicate: refused from what was prefetched
+    second = [
+        desk.open("R2", carried=("B1",)),
+        desk.bet("R2", "B2", Spot.PLAYER, 500),
+        desk.complete("R2", Outcome.BANKER),
+        desk.open("R1"),
+    ]  # a duplicate: refused from what was prefetched
     published = []
     for batch in (first, second):
         state = State(backend, "settlement")

@@ -8,8 +8,8 @@ import subprocess
 import time
 
 from prometheus_client import REGISTRY, generate_latest
-
 from settlement_desk import Desk
+
 from surveil.core.money import Spot
 from surveil.core.play import Outcome
 

@@ -7,8 +7,8 @@ odds shows."""
 from __future__ import annotations
 
 import pytest
-
 from settlement_desk import SHIFT, START, Desk
+
 from surveil.core.money import BetResult, Spot
 from surveil.core.play import Outcome
 from surveil.events import codec
@@ -87,7 +87,8 @@ def test_art13_17_a_pair_pays_11_to_1_whatever_the_outcome(
     desk: Desk, spot: Spot, player_pair: bool, banker_pair: bool, wins: bool, outcome: Outcome
 ) -> None:
     settled = desk.bets_settled(
-        desk.open("R1"), desk.bet("R1", "B1", spot, 1_230),
+        desk.open("R1"),
+        desk.bet("R1", "B1", spot, 1_230),
         desk.complete("R1", outcome, player_pair=player_pair, banker_pair=banker_pair),
     )
     expected = (WIN, 13_530) if wins else (LOSE, -1_230)
@@ -108,7 +109,11 @@ def test_art12_a_tie_carries_player_and_banker_bets_into_the_next_round_and_sett
         desk.complete("R1", T, banker_pair=True),
     )
     assert [(e.data.bet_id, e.data.result, e.data.net) for e in first[:-1]] == [  # type: ignore[attr-defined]
-        ("B1", CARRIED, 0), ("B2", CARRIED, 0), ("B3", WIN, 4_000), ("B4", WIN, 3_300)]
+        ("B1", CARRIED, 0),
+        ("B2", CARRIED, 0),
+        ("B3", WIN, 4_000),
+        ("B4", WIN, 3_300),
+    ]
     assert first[-1].data == m.RoundSettledData(table_id="T07", round_id="R1", staked=800, paid_out=8_100, commission=0, house_net=-7_300)
 
     second = desk.send(
@@ -119,8 +124,13 @@ def test_art12_a_tie_carries_player_and_banker_bets_into_the_next_round_and_sett
         desk.complete("R2", B),
     )
     assert [(e.data.bet_id, e.data.amount, e.data.result, e.data.net, e.data.commission) for e in second[:-1]] == [  # type: ignore[attr-defined]
-        ("B1", 1_000, LOSE, -1_000, 0), ("B2", 3_000, WIN, 2_850, 150), ("B5", 700, LOSE, -700, 0)]
-    assert second[-1].data == m.RoundSettledData(table_id="T07", round_id="R2", staked=4_700, paid_out=5_850, commission=150, house_net=-1_150)
+        ("B1", 1_000, LOSE, -1_000, 0),
+        ("B2", 3_000, WIN, 2_850, 150),
+        ("B5", 700, LOSE, -700, 0),
+    ]
+    assert second[-1].data == m.RoundSettledData(
+        table_id="T07", round_id="R2", staked=4_700, paid_out=5_850, commission=150, house_net=-1_150
+    )
 
     # A carried bet is staked once, in the round that decides it.
     assert desk.ledger.table("T07", SHIFT) == TableTotals(staked=5_500, paid_out=13_950, commission=150, house_net=-8_450, rounds=2, bets=5)
@@ -146,9 +156,7 @@ def test_art12_3b_a_carried_bet_moved_to_banker_is_paid_as_a_banker_bet(desk: De
 
 
 def test_art12_1_a_carried_bet_withdrawn_or_not_named_is_not_settled_again(desk: Desk) -> None:
-    desk.send(
-        desk.open("R1"), desk.bet("R1", "B1", Spot.PLAYER, 1_000), desk.bet("R1", "B2", Spot.BANKER, 1_000), desk.complete("R1", T)
-    )
+    desk.send(desk.open("R1"), desk.bet("R1", "B1", Spot.PLAYER, 1_000), desk.bet("R1", "B2", Spot.BANKER, 1_000), desk.complete("R1", T))
     # B1 carried and withdrawn in R2; B2 not named by R2's opening: both stakes went back.
     settled = desk.bets_settled(desk.open("R2", carried=("B1",)), desk.withdraw("R2", "B1"), desk.complete("R2", P))
     assert settled == {}
@@ -180,7 +188,9 @@ def test_art12_carried_bets_stay_at_their_own_table(desk: Desk) -> None:
 def test_art18_banker_wins_by_the_house_profiles_commission(profile: str, banker_total: int, net: int, commission: int) -> None:
     desk = Desk(profile=profile)
     settled = desk.bets_settled(
-        desk.open("R1"), desk.bet("R1", "B1", Spot.BANKER, 1_001), desk.bet("R1", "B2", Spot.PLAYER, 1_001),
+        desk.open("R1"),
+        desk.bet("R1", "B1", Spot.BANKER, 1_001),
+        desk.bet("R1", "B2", Spot.PLAYER, 1_001),
         desk.complete("R1", B, totals=(5, banker_total)),
     )
     assert (settled["B1"].result, settled["B1"].net, settled["B1"].commission) == (WIN, net, commission)
@@ -190,7 +200,9 @@ def test_art18_banker_wins_by_the_house_profiles_commission(profile: str, banker
 def test_art18_the_commission_is_the_profile_of_the_round_not_of_the_next(desk: Desk) -> None:
     # The table switches to no-commission after R1 opened: R1 is still paid under dicj.
     settled = desk.bets_settled(
-        desk.open("R1", profile="dicj"), desk.bet("R1", "B1", Spot.BANKER, 1_000), desk.open("R2", profile="no-commission"),
+        desk.open("R1", profile="dicj"),
+        desk.bet("R1", "B1", Spot.BANKER, 1_000),
+        desk.open("R2", profile="no-commission"),
         desk.complete("R1", B, totals=(5, 6)),
     )
     assert (settled["B1"].net, settled["B1"].commission) == (950, 50)
@@ -208,7 +220,10 @@ def test_art10_a_voided_round_returns_every_stake_carried_bets_included(desk: De
         desk.void("R2"),
     )
     assert [(e.data.bet_id, e.data.result, e.data.net, e.data.commission) for e in published[:-1]] == [  # type: ignore[attr-defined]
-        ("B1", PUSH, 0, 0), ("B2", PUSH, 0, 0), ("B3", PUSH, 0, 0)]
+        ("B1", PUSH, 0, 0),
+        ("B2", PUSH, 0, 0),
+        ("B3", PUSH, 0, 0),
+    ]
     assert published[-1].data == m.RoundSettledData(table_id="T07", round_id="R2", staked=3_500, paid_out=3_500, commission=0, house_net=0)
     assert desk.ledger.round("T07", "R2").outcome == "void"  # type: ignore[union-attr]
     assert desk.ledger.patron("P2", SHIFT) == PatronTotals(staked=2_000, paid_out=2_000, bets=1, pushes=1)
@@ -218,7 +233,9 @@ def test_art10_a_voided_round_returns_every_stake_carried_bets_included(desk: De
 
 def test_a_round_without_bets_is_settled_with_zero_totals(desk: Desk) -> None:
     published = desk.send(desk.open("R1"), desk.close("R1"), desk.complete("R1", P))
-    assert [e.data for e in published] == [m.RoundSettledData(table_id="T07", round_id="R1", staked=0, paid_out=0, commission=0, house_net=0)]
+    assert [e.data for e in published] == [
+        m.RoundSettledData(table_id="T07", round_id="R1", staked=0, paid_out=0, commission=0, house_net=0)
+    ]
     assert desk.ledger.table("T07", SHIFT) == TableTotals(rounds=1)
 
 
@@ -254,8 +271,12 @@ def test_the_same_events_settle_to_the_same_outputs_and_ledger() -> None:
     for _ in range(2):
         desk = Desk()
         published = desk.send(
-            desk.open("R1"), desk.bet("R1", "B1", Spot.BANKER, 1_000), desk.bet("R1", "B2", Spot.PLAYER, 300),
-            desk.complete("R1", T), desk.open("R2", carried=("B1", "B2")), desk.complete("R2", B),
+            desk.open("R1"),
+            desk.bet("R1", "B1", Spot.BANKER, 1_000),
+            desk.bet("R1", "B2", Spot.PLAYER, 300),
+            desk.complete("R1", T),
+            desk.open("R2", carried=("B1", "B2")),
+            desk.complete("R2", B),
         )
         runs.append(([codec.encode(e) for e in published], desk.snapshot()))
     assert runs[0] == runs[1]

@@ -8,8 +8,8 @@ from collections.abc import Callable
 
 import msgspec
 import pytest
-
 from settlement_desk import SHIFT, Desk
+
 from surveil.core import profiles
 from surveil.core.money import BetResult, Spot
 from surveil.core.play import Outcome
@@ -164,7 +164,8 @@ def test_a_spot_the_house_does_not_offer_cannot_be_settled(desk: Desk, monkeypat
 def test_bad_input_in_one_table_does_not_hold_up_another(desk: Desk) -> None:
     other = Desk("T08")
     published = desk.send(
-        desk.open("R1"), desk.bet("R1", "B1", Spot.PLAYER, 1_000),
+        desk.open("R1"),
+        desk.bet("R1", "B1", Spot.PLAYER, 1_000),
         other.bet("R5", "B7", Spot.PLAYER, 1_000),  # T08 never opened R5
         desk.complete("R1", Outcome.PLAYER),
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -16,7 +16,7 @@ from surveil.table_controller.processor import TableController
 
 TABLE = "T01"
 SHOE = "S1"
-START = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+START = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 
 INPUT_TYPES: dict[str, tuple[type[m.Event], type[m.Data]]] = {
     "open": (m.RoundOpen, m.RoundOpenInput),
@@ -52,13 +52,20 @@ class Table:
         if kind == "open":
             data = {**ROUND_OPEN, **data}
         self.clock += timedelta(seconds=1)
-        return codec.make(cls, data_cls(table_id=self.table_id, **data), id=event_id or f"{self.table_id}:in:{next(self.ids)}",
-                          source=f"console/{self.table_id}", time=self.clock)
+        return codec.make(
+            cls,
+            data_cls(table_id=self.table_id, **data),
+            id=event_id or f"{self.table_id}:in:{next(self.ids)}",
+            source=f"console/{self.table_id}",
+            time=self.clock,
+        )
 
     def shoe_event(self, cls: type[m.Event], data: m.Data) -> m.Event:
         self.clock += timedelta(seconds=1)
         shoe_id = data.shoe_id  # type: ignore[attr-defined]
-        return codec.make(cls, data, id=f"{self.table_id}:{shoe_id}:{next(self.shoe_seq)}", source=f"shoe-reader/{self.table_id}", time=self.clock)
+        return codec.make(
+            cls, data, id=f"{self.table_id}:{shoe_id}:{next(self.shoe_seq)}", source=f"shoe-reader/{self.table_id}", time=self.clock
+        )
 
     def started(self, shoe_id: str = SHOE) -> m.Event:
         return self.shoe_event(m.ShoeStarted, m.ShoeStartedData(table_id=self.table_id, shoe_id=shoe_id, decks=8, automatic=False))

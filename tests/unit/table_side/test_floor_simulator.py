@@ -20,11 +20,11 @@ from surveil.core.findings import AlertCode
 from surveil.core.odds import outcome_counts, pair_probability
 from surveil.core.play import DealtCard, Outcome, RoundResult, check_play
 from surveil.core.profiles import load_profile
+from surveil.embedded.record import record
 from surveil.events import codec
 from surveil.events import models as m
 from surveil.sim.floor import Floor
-from surveil.sim.injections import INJECTABLE, SCOPES, TIE_CHANGES, InjectionError, Label, Scope
-from surveil.embedded.record import record
+from surveil.sim.injections import INJECTABLE, TIE_CHANGES, InjectionError, Label
 from surveil.sim.table import ShoeLine, TableInput, Tamper, Truth
 
 
@@ -188,7 +188,6 @@ def test_the_last_round_follows_the_profile() -> None:
                 cut[(e.subject, e.data.shoe_id)] = e.data.index
             elif isinstance(e, m.RoundCompleted):
                 key = (e.subject, e.data.shoe_id)
-                first = min(h.index for h in (*e.data.player, *e.data.banker))
                 last = max(h.index for h in (*e.data.player, *e.data.banker))
                 if key in cut and last > cut[key]:
                     rounds_after[key] += 1  # the round it came out in, and any after
@@ -286,7 +285,12 @@ def test_an_injection_the_run_has_no_room_for_is_reported_unapplied() -> None:
 @pytest.mark.parametrize(
     ("profile", "shoes", "code", "message"),
     [
-        ("dicj", 1, AlertCode.TIE_BET_WITHDRAWN, "TIE_BET_WITHDRAWN: the dicj profile allows that after a tie; use a profile that forbids it (e.g. --profile sjm)"),
+        (
+            "dicj",
+            1,
+            AlertCode.TIE_BET_WITHDRAWN,
+            "TIE_BET_WITHDRAWN: the dicj profile allows that after a tie; use a profile that forbids it (e.g. --profile sjm)",
+        ),
         ("dicj", 1, AlertCode.SHOE_REPEAT, "SHOE_REPEAT repeats an earlier shoe at the table: it needs at least 2 shoes"),
     ],
 )

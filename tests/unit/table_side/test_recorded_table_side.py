@@ -14,10 +14,10 @@ from jsonschema import Draft202012Validator
 
 from surveil.core.cards import CARDS
 from surveil.core.play import deal
+from surveil.embedded.record import record
 from surveil.events import codec
 from surveil.events import models as m
 from surveil.sim.floor import Floor
-from surveil.embedded.record import record
 
 SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
 
@@ -47,10 +47,19 @@ def test_every_event_validates_against_its_schema(events: list[m.Event]) -> None
         validator(type_name).validate(json.loads(codec.encode(event)))
         seen.add(type_name)
     assert seen >= {
-        "baccarat.shoe.started", "baccarat.card.read", "baccarat.cut_card.reached", "baccarat.shoe.ended",
-        "baccarat.round.opened", "baccarat.bet.placed", "baccarat.bet.changed", "baccarat.bet.withdrawn",
-        "baccarat.bets.closed", "baccarat.cards.burned", "baccarat.round.completed",
-        "baccarat.bet.settled", "baccarat.round.settled",
+        "baccarat.shoe.started",
+        "baccarat.card.read",
+        "baccarat.cut_card.reached",
+        "baccarat.shoe.ended",
+        "baccarat.round.opened",
+        "baccarat.bet.placed",
+        "baccarat.bet.changed",
+        "baccarat.bet.withdrawn",
+        "baccarat.bets.closed",
+        "baccarat.cards.burned",
+        "baccarat.round.completed",
+        "baccarat.bet.settled",
+        "baccarat.round.settled",
     }
 
 
@@ -77,7 +86,11 @@ def test_every_round_is_what_deal_plays_from_the_same_shoe(events: list[m.Event]
         assert [h.index for h in c.player] == [first, first + 2, *([first + 4] if len(coup.player) == 3 else [])]
         result = coup.result
         assert (c.player_total, c.banker_total, c.outcome, c.player_pair, c.banker_pair) == (
-            result.player_total, result.banker_total, result.outcome, result.player_pair, result.banker_pair
+            result.player_total,
+            result.banker_total,
+            result.outcome,
+            result.player_pair,
+            result.banker_pair,
         )
 
 

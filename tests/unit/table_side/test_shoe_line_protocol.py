@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import doctest
 import zlib
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -13,8 +13,8 @@ from surveil.events import models as m
 from surveil.events import shoe_protocol as protocol
 from surveil.events.shoe_protocol import BadLine, Kind, Problem, format_line, parse_line
 
-RECEIVED = datetime(2026, 11, 29, 12, 0, 0, tzinfo=timezone.utc)
-AT = datetime(2026, 11, 29, 11, 0, 5, 120000, tzinfo=timezone.utc)
+RECEIVED = datetime(2026, 11, 29, 12, 0, 0, tzinfo=UTC)
+AT = datetime(2026, 11, 29, 11, 0, 5, 120000, tzinfo=UTC)
 
 
 def signed(body: str) -> bytes:
@@ -76,9 +76,9 @@ def test_a_line_without_time_gets_the_time_it_was_received() -> None:
 @pytest.mark.parametrize(
     ("stamp", "expected"),
     [
-        ("2026-11-29T11:00:05Z", datetime(2026, 11, 29, 11, 0, 5, tzinfo=timezone.utc)),
-        ("2026-11-29T11:00:05.1Z", datetime(2026, 11, 29, 11, 0, 5, 100000, tzinfo=timezone.utc)),
-        ("2026-11-29T11:00:05.123456Z", datetime(2026, 11, 29, 11, 0, 5, 123456, tzinfo=timezone.utc)),
+        ("2026-11-29T11:00:05Z", datetime(2026, 11, 29, 11, 0, 5, tzinfo=UTC)),
+        ("2026-11-29T11:00:05.1Z", datetime(2026, 11, 29, 11, 0, 5, 100000, tzinfo=UTC)),
+        ("2026-11-29T11:00:05.123456Z", datetime(2026, 11, 29, 11, 0, 5, 123456, tzinfo=UTC)),
     ],
 )
 def test_times_with_0_to_6_decimals(stamp: str, expected: datetime) -> None:
@@ -126,7 +126,6 @@ def crc(line: bytes) -> str:
     return f"{zlib.crc32(line.rpartition(b' *')[0]):08X}"
 
 
-
 @pytest.mark.parametrize(
     ("raw", "problem", "reason"),
     [
@@ -158,7 +157,11 @@ def test_unusable_bytes_are_rejected_without_trusting_table_or_sequence(raw: byt
         (" SHOE1 T07 1 - END S1 0", Problem.FORMAT, "fields must be separated by exactly one space"),
         ("SHOE1 T:07 1 - END S1 0", Problem.FIELD, "table id 'T:07': 1-32 of A-Z a-z 0-9 . _ - (starting with a letter or digit)"),
         ("SHOE1 -T07 1 - END S1 0", Problem.FIELD, "table id '-T07': 1-32 of A-Z a-z 0-9 . _ - (starting with a letter or digit)"),
-        ("SHOE1 " + "T" * 33 + " 1 - END S1 0", Problem.FIELD, f"table id '{'T' * 33}': 1-32 of A-Z a-z 0-9 . _ - (starting with a letter or digit)"),
+        (
+            "SHOE1 " + "T" * 33 + " 1 - END S1 0",
+            Problem.FIELD,
+            f"table id '{'T' * 33}': 1-32 of A-Z a-z 0-9 . _ - (starting with a letter or digit)",
+        ),
         ("SHOE1 T07 0 - END S1 0", Problem.FIELD, "sequence number 0 is outside 1-9223372036854775807"),
         ("SHOE1 T07 007 - END S1 0", Problem.FIELD, "sequence number '007' is not a decimal number without sign or leading zeros"),
         ("SHOE1 T07 +7 - END S1 0", Problem.FIELD, "sequence number '+7' is not a decimal number without sign or leading zeros"),
@@ -183,8 +186,16 @@ def test_a_frame_without_trustworthy_table_and_sequence(body: str, problem: Prob
         ("SHOE1 T07 5 - END S1 3 4", Problem.FORMAT, "END takes 2 fields after the kind, got 3"),
         ("SHOE1 T07 5 - END S/1 3", Problem.FIELD, "shoe id 'S/1': 1-32 of A-Z a-z 0-9 . _ - (starting with a letter or digit)"),
         ("SHOE1 T07 5 11:00 END S1 3", Problem.FIELD, "time '11:00': expected '-' or RFC 3339 UTC like 2026-11-29T11:00:05.120Z"),
-        ("SHOE1 T07 5 2026-11-29T11:00:05+08:00 END S1 3", Problem.FIELD, "time '2026-11-29T11:00:05+08:00': expected '-' or RFC 3339 UTC like 2026-11-29T11:00:05.120Z"),
-        ("SHOE1 T07 5 2026-11-29T11:00:05.1234567Z END S1 3", Problem.FIELD, "time '2026-11-29T11:00:05.1234567Z': expected '-' or RFC 3339 UTC like 2026-11-29T11:00:05.120Z"),
+        (
+            "SHOE1 T07 5 2026-11-29T11:00:05+08:00 END S1 3",
+            Problem.FIELD,
+            "time '2026-11-29T11:00:05+08:00': expected '-' or RFC 3339 UTC like 2026-11-29T11:00:05.120Z",
+        ),
+        (
+            "SHOE1 T07 5 2026-11-29T11:00:05.1234567Z END S1 3",
+            Problem.FIELD,
+            "time '2026-11-29T11:00:05.1234567Z': expected '-' or RFC 3339 UTC like 2026-11-29T11:00:05.120Z",
+        ),
         ("SHOE1 T07 5 2026-02-30T11:00:05Z END S1 3", Problem.FIELD, "time '2026-02-30T11:00:05Z': day is out of range for month"),
         ("SHOE1 T07 5 2026-11-29T25:00:05Z END S1 3", Problem.FIELD, "time '2026-11-29T25:00:05Z': hour must be in 0..23"),
         ("SHOE1 T07 5 - START S1 5 manual", Problem.FIELD, "decks 5 is outside 6-12"),

@@ -8,22 +8,20 @@ import asyncio
 import threading
 import zlib
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
 
-from surveil.events import topics
-from surveil.events import codec
+from surveil.events import codec, deadletter, topics
 from surveil.events import models as m
-from surveil.events import deadletter
 from surveil.events.shoe_protocol import Kind, format_line
 from surveil.shoe_reader.service import AckWindow, LineHandler, replay_capture, serve_tcp
 from surveil.sim.live import ShoeGateway
 
-AT = datetime(2026, 11, 29, 11, 0, tzinfo=timezone.utc)
+AT = datetime(2026, 11, 29, 11, 0, tzinfo=UTC)
 
 
 class Future:
@@ -161,7 +159,9 @@ def test_a_garbled_line_goes_to_the_dead_letters_and_is_never_acknowledged(handl
     assert letter.payload == garbled
     assert letter.origin == "tcp://10.0.0.7:4000"
     assert letter.service == "shoe-reader"
-    assert letter.reason.startswith("checksum ") and letter.reason.endswith("does not match the line (CRC-32 " + letter.reason[-18:-10] + "): garbled")
+    assert letter.reason.startswith("checksum ") and letter.reason.endswith(
+        "does not match the line (CRC-32 " + letter.reason[-18:-10] + "): garbled"
+    )
     assert broker.sent[0][1] == b"tcp://10.0.0.7:4000"
     broker.sent[0][3].succeed()
     assert metric("surveil_shoe_reader_rejected_lines_total", problem="checksum") == rejected + 1

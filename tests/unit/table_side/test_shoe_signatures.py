@@ -4,16 +4,16 @@ the detectors raise DEVICE_SIGNATURE for the table it claims."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from surveil.detect.devices import signature_finding
 from surveil.events import deadletter
-from surveil.events.signing import DeviceKeys, shoe_device
 from surveil.events.shoe_protocol import BadLine, Kind, Problem, format_line, parse_line, signed_line
+from surveil.events.signing import DeviceKeys, shoe_device
 
-NOW = datetime(2026, 11, 29, 12, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
 KEYS = DeviceKeys("floor secret")
 
 
@@ -61,7 +61,12 @@ def test_each_device_has_its_own_key() -> None:
 
 def test_the_dead_letter_of_a_refused_line_becomes_a_device_signature_alert() -> None:
     letter = deadletter.dead_letter(
-        "shoe-reader", card(), "no signature: every message of shoe/T07 must be signed", origin="tcp://10.0.0.9:4000", key="T07", kind=deadletter.SIGNATURE
+        "shoe-reader",
+        card(),
+        "no signature: every message of shoe/T07 must be signed",
+        origin="tcp://10.0.0.9:4000",
+        key="T07",
+        kind=deadletter.SIGNATURE,
     )
     found = signature_finding(letter)
     assert found is not None

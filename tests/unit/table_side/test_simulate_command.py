@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
@@ -59,8 +58,12 @@ def test_what_cannot_be_done_is_refused(args: list[str], message: str) -> None:
 
 
 def test_an_injection_that_found_no_room_fails_the_run(tmp_path: Path) -> None:
-    code, output = simulate("--tables", "1", "--shoes", "1", "--inject", "OUTCOME_DRIFT,SHOE_REPEAT", "--profile", "sjm", "--out", str(tmp_path / "x.jsonl"))
+    code, output = simulate(
+        "--tables", "1", "--shoes", "1", "--inject", "OUTCOME_DRIFT,SHOE_REPEAT", "--profile", "sjm", "--out", str(tmp_path / "x.jsonl")
+    )
     assert code == 2 and "SHOE_REPEAT repeats an earlier shoe" in output
-    code, output = simulate("--tables", "1", "--shoes", "2", "--inject", "OUTCOME_DRIFT,SHOE_REPEAT,BURN_COUNT", "--out", str(tmp_path / "x.jsonl"))
+    code, output = simulate(
+        "--tables", "1", "--shoes", "2", "--inject", "OUTCOME_DRIFT,SHOE_REPEAT,BURN_COUNT", "--out", str(tmp_path / "x.jsonl")
+    )
     assert code == 1
     assert "not injected" in output and "BURN_COUNT at T001" in output

@@ -10,9 +10,9 @@ import pytest
 from controller_harness import SHOE, TABLE, Table, data, types
 
 from surveil.events import models as m
+from surveil.events.shoe_protocol import parse_line
 from surveil.sim.floor import Floor
 from surveil.sim.table import ShoeLine, TableInput
-from surveil.events.shoe_protocol import parse_line
 
 PLAYER_WINS = {"player_total": 9, "banker_total": 7, "outcome": "player", "player_pair": False, "banker_pair": False}
 TIE = {"player_total": 7, "banker_total": 7, "outcome": "tie", "player_pair": False, "banker_pair": False}
@@ -45,8 +45,17 @@ def test_round_open_publishes_round_opened_with_an_id_from_table_shoe_and_number
     assert opened.source == "table-controller"
     assert opened.subject == TABLE
     assert data(opened) == m.RoundOpenedData(
-        table_id=TABLE, shoe_id=SHOE, round_id=ROUND_ID, round_no=1, dealer_id="D1", profile="dicj", demo=False,
-        min_bet=500, max_bet=200000, currency="HKD", carried_bet_ids=[],
+        table_id=TABLE,
+        shoe_id=SHOE,
+        round_id=ROUND_ID,
+        round_no=1,
+        dealer_id="D1",
+        profile="dicj",
+        demo=False,
+        min_bet=500,
+        max_bet=200000,
+        currency="HKD",
+        carried_bet_ids=[],
     )
 
 
@@ -55,7 +64,9 @@ def test_bets_are_placed_changed_and_withdrawn_with_ids_from_their_inputs(table:
     place = table.input("place", bet_id="B1", patron_id="P1", seat="3", spot="banker", amount=1000)
     (placed,) = table.feed(place)
     assert placed.id == f"{place.id}/placed"
-    assert data(placed) == m.BetPlacedData(table_id=TABLE, round_id=ROUND_ID, bet_id="B1", patron_id="P1", seat="3", spot="banker", amount=1000)
+    assert data(placed) == m.BetPlacedData(
+        table_id=TABLE, round_id=ROUND_ID, bet_id="B1", patron_id="P1", seat="3", spot="banker", amount=1000
+    )
     assert placed.time == place.time
     (changed,) = table.do("change", bet_id="B1", spot="player", amount=1500)
     assert data(changed) == m.BetChangedData(table_id=TABLE, round_id=ROUND_ID, bet_id="B1", spot="player", amount=1500)
@@ -101,10 +112,17 @@ def test_result_completes_the_round_with_the_hands_as_placed(table: Table) -> No
     (completed,) = table.play(*ROUND_CARDS, outcome=PLAYER_WINS)
     assert completed.id == f"{ROUND_ID}/completed"
     assert data(completed) == m.RoundCompletedData(
-        table_id=TABLE, shoe_id=SHOE, round_id=ROUND_ID,
+        table_id=TABLE,
+        shoe_id=SHOE,
+        round_id=ROUND_ID,
         player=[m.HandCard(1, "2S"), m.HandCard(3, "3H"), m.HandCard(5, "4D")],
         banker=[m.HandCard(2, "KD"), m.HandCard(4, "7C")],
-        player_total=9, banker_total=7, outcome="player", player_pair=False, banker_pair=False, squeezed_by="P4",
+        player_total=9,
+        banker_total=7,
+        outcome="player",
+        player_pair=False,
+        banker_pair=False,
+        squeezed_by="P4",
     )
 
 
@@ -268,7 +286,11 @@ def test_a_void_returns_the_bets_instead_of_carrying_them(table: Table) -> None:
 @pytest.mark.parametrize(
     ("kind", "fields", "reason"),
     [
-        ("place", {"bet_id": "B1", "patron_id": "P1", "seat": "1", "spot": "player", "amount": 500}, "bet.place: no round is in progress at table T01"),
+        (
+            "place",
+            {"bet_id": "B1", "patron_id": "P1", "seat": "1", "spot": "player", "amount": 500},
+            "bet.place: no round is in progress at table T01",
+        ),
         ("change", {"bet_id": "B1", "spot": "player", "amount": 500}, "bet.change: no round is in progress at table T01"),
         ("withdraw", {"bet_id": "B1"}, "bet.withdraw: no round is in progress at table T01"),
         ("close", {}, "bets.close: no round is in progress at table T01"),
@@ -288,7 +310,11 @@ def test_input_with_no_round_in_progress_is_rejected(table: Table, kind: str, fi
     ("kind", "fields", "reason"),
     [
         ("open", {}, f"round.open while round {ROUND_ID} is in progress (announce its result or void it first)"),
-        ("place", {"bet_id": "B1", "patron_id": "P2", "seat": "2", "spot": "tie", "amount": 500}, f"bet.place: bet B1 is already on round {ROUND_ID}"),
+        (
+            "place",
+            {"bet_id": "B1", "patron_id": "P2", "seat": "2", "spot": "tie", "amount": 500},
+            f"bet.place: bet B1 is already on round {ROUND_ID}",
+        ),
         ("place", {"bet_id": "B2", "patron_id": "P2", "seat": "2", "spot": "tie", "amount": 0}, "bet B2: a stake of 0 is no bet"),
         ("change", {"bet_id": "B1", "spot": "player", "amount": 0}, "bet B1: a stake of 0 is no bet"),
         ("change", {"bet_id": "B7", "spot": "player", "amount": 500}, f"bet.change: no bet B7 on round {ROUND_ID}"),
