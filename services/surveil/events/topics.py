@@ -13,5 +13,6 @@ SETTLEMENT = "baccarat.settlement"
 ALERTS = "baccarat.alerts"
 DEADLETTER = "baccarat.deadletter"
 INPUTS = "baccarat.inputs"  # the table's dealer-console and bet-sensor inputs
+ALERT_ACTIONS = "baccarat.alert-actions"  # what the surveillance room did about each alert
 
 ALL_TOPICS: tuple[str, ...] = (SHOE, TABLE, SETTLEMENT, ALERTS, DEADLETTER, INPUTS)
