@@ -48,7 +48,7 @@ from surveil.core.money import BetResult, Spot
 from surveil.core.play import Outcome
 from surveil.detect import patterns
 from surveil.detect.floor import Floor as Detectors
-from surveil.detect.table import TableState, TableWatch
+from surveil.detect.watch import TableState, TableWatch
 from surveil.embedded.record import record
 from surveil.events import codec, deadletter, topics
 from surveil.events import models as m

@@ -51,7 +51,7 @@ from ..core.procedure import CUT_CARD_MIN_BEHIND
 from ..core.profiles import InvalidProfileError, load_profile
 from ..core.shoe import CARDS_PER_DECK
 from ..detect import patterns
-from ..detect.table import DEALER_CODES, RECENT_ROUNDS
+from ..detect.watch import DEALER_CODES, RECENT_ROUNDS
 from ..events import models as m
 from .replay import ReplayResult
 from .report import stake_of

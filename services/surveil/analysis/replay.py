@@ -30,7 +30,7 @@ from typing import Any, Protocol
 import msgspec
 
 from ..detect.floor import Floor
-from ..detect.table import Fact, Raised
+from ..detect.watch import Fact, Raised
 from ..events import codec, topics
 from ..events.models import AlertRaised, Event
 

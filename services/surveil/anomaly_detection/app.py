@@ -46,7 +46,7 @@ from ..detect import patterns
 from ..detect.alerts import chained, raise_alert
 from ..detect.devices import signature_finding
 from ..detect.floor import chart_finding
-from ..detect.table import DealerRound, Fact, PatronBet, TableState, TableWatch
+from ..detect.watch import DealerRound, Fact, PatronBet, TableState, TableWatch
 from ..events import codec, deadletter, topics
 from ..events.models import AlertRaised
 from ..runtime.config import Settings

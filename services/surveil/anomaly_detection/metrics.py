@@ -6,7 +6,7 @@ from prometheus_client import Counter, Gauge, Histogram
 
 from ..core.findings import SEVERITY
 from ..core.play import Outcome
-from ..detect.table import TableState
+from ..detect.watch import TableState
 from ..events import models as m
 from ..events import topics
 from ..runtime.metrics import DEAD_LETTERS
@@ -111,13 +111,14 @@ def table_event(event: m.Event, state: TableState) -> None:
     if isinstance(event, _SHOE_EVENTS):
         shoe_id = event.data.shoe_id
         shoe = state.shoes.get(shoe_id)
-        ended = isinstance(event, m.ShoeEnded) or shoe_id in state.finished_shoes or (shoe is not None and shoe.ended)
+        ended = isinstance(event, m.ShoeEnded) or shoe_id in state.finished_shoes or (shoe is not None and shoe.shoe.ended)
         TABLE_SHOE_IN_PLAY.labels(table).set(0 if ended else 1)
     elif isinstance(event, m.RoundOpened):  # the round's series from 0, before its first outcome
         for outcome in Outcome:
             ROUND_OUTCOMES.labels(table, event.data.dealer_id, outcome.value)
     elif isinstance(event, m.RoundCompleted):
-        played = state.rounds.get(event.data.round_id)
+        watched = state.rounds.get(event.data.round_id)
+        played = watched.round if watched is not None else None
         if played is None or not played.demo:
             dealer = played.dealer_id if played is not None else "unknown"
             ROUND_OUTCOMES.labels(table, dealer, event.data.outcome.value).inc()

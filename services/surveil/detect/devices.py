@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..core.findings import AlertCode, Finding
 from ..events.deadletter import SIGNATURE, DeadLetter
 from .alerts import Context
-from .table import Raised
+from .watch import Raised
 
 # What a spoofed message of each service's devices undermines.
 ARTICLES = {"shoe-reader": "Art. 7", "table-controller": "Art. 13"}

@@ -16,7 +16,7 @@ from ..core.findings import AlertCode, Finding
 from ..events.models import AlertRaised, Event
 from . import patterns
 from .alerts import Chains, Context, raise_alert
-from .table import Fact, PatronBet, Raised, TableState, TableWatch
+from .watch import Fact, PatronBet, Raised, TableState, TableWatch
 
 
 def chart_finding(chart: patterns.Cusum, fact: Fact) -> Raised | None:

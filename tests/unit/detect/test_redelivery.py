@@ -11,8 +11,8 @@ import msgspec
 import pytest
 
 from surveil.analysis.replay import replay
-from surveil.detect.table import _HANDLERS as HANDLED
-from surveil.detect.table import RECENT_IDS, TableState, TableWatch, _in_window, id_digest
+from surveil.detect.watch import _HANDLERS as HANDLED
+from surveil.detect.watch import RECENT_IDS, TableState, TableWatch, _in_window, id_digest
 from surveil.embedded.record import record
 from surveil.events import codec, topics
 from surveil.events import models as m
