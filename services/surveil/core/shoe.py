@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 import msgspec
 
@@ -29,6 +30,22 @@ def shuffled_shoe(decks: int, rng: random.Random) -> list[Card]:
     cards = list(DECK) * check_decks(decks)
     rng.shuffle(cards)
     return cards
+
+
+@dataclass(slots=True)
+class DealingShoe:
+    """A shoe as the dealer deals from it: the shuffled cards in order, how many lie before the
+    cut card (Art. 2.1), and how many are out."""
+
+    shoe_id: str
+    cards: list[Card]
+    cut: int  # cards before the cut card
+    pos: int = 0  # cards out
+    cut_out: bool = False
+
+    @property
+    def remaining(self) -> int:
+        return len(self.cards) - self.pos
 
 
 class ShoeComposition(msgspec.Struct):

@@ -31,7 +31,7 @@ SEATED = frozenset(str(seat) for seat in range(1, 8))
 STANDING = "standing"
 
 
-class Bet(msgspec.Struct):
+class Bet(msgspec.Struct, omit_defaults=True):
     """A bet as the table recorded it. ``carried`` is its spot and amount as the last tie left it
     (Art. 12), for a bet carried over into this round."""
 
@@ -52,7 +52,7 @@ class HandCard(msgspec.Struct, frozen=True):
     card: str | None
 
 
-class Round(msgspec.Struct):
+class Round(msgspec.Struct, omit_defaults=True):
     """One round of a table: opened with the house's terms, bets placed and changed, bets closed,
     the hands dealt and the result declared, or the round voided (Art. 10); then each bet paid."""
 
@@ -140,7 +140,7 @@ class Round(msgspec.Struct):
         return first
 
 
-class Shoe(msgspec.Struct):
+class Shoe(msgspec.Struct, omit_defaults=True):
     """A shoe as the table's devices tell of it: what it holds (Art. 1), each card read as it left
     (by its 1-based index, burns included), the cut card, and where each card went: burned or
     dealt, and in which round. ``accounted_upto``: every card up to that index has been judged

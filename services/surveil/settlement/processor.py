@@ -29,6 +29,7 @@ from ..core import money
 from ..core.money import BetResult, Settlement, Spot
 from ..core.play import RoundResult
 from ..core.profiles import HouseProfile, load_profile
+from ..core.table import Bet, Round
 from ..events import codec, topics
 from ..events import models as m
 from ..runtime.processor import Rejected
@@ -38,26 +39,10 @@ from . import ledger, metrics
 SOURCE = "settlement"
 
 
-class OpenBet(msgspec.Struct):
-    bet_id: str
-    patron_id: str
-    spot: Spot
-    amount: int
-
-
-class OpenRound(msgspec.Struct):
-    """A round between its opening and its end: the house profile in force and the bets."""
-
-    table_id: str
-    round_id: str
-    profile: str
-    bets: dict[str, OpenBet] = {}
-
-
 class CarriedBets(msgspec.Struct):
     """Player and Banker bets left on a table's last tie (Art. 12), for its next round."""
 
-    bets: dict[str, OpenBet] = {}
+    bets: dict[str, Bet] = {}
 
 
 def _reject(kind: str, reason: str) -> Rejected:
@@ -104,7 +89,8 @@ class SettlementProcessor:
         bets = {bet_id: carried.bets[bet_id] for bet_id in d.carried_bet_ids if bet_id in carried.bets}
         if carried.bets:
             state.delete(carried_key)
-        state.put(self._round_key(state, d.table_id, d.round_id), OpenRound(d.table_id, d.round_id, d.profile, bets))
+        open_round = Round(d.table_id, d.round_id, d.shoe_id, d.round_no, d.dealer_id, d.profile, d.demo, d.min_bet, d.max_bet, bets)
+        state.put(self._round_key(state, d.table_id, d.round_id), open_round)
         return []
 
     def _placed(self, event: m.BetPlaced, state: State) -> list[m.Event]:
@@ -113,7 +99,7 @@ class SettlementProcessor:
         if d.bet_id in open_round.bets:
             raise _reject("duplicate", f"bet {d.bet_id} was already placed on round {d.round_id}")
         self._check_stake(open_round, d.bet_id, d.spot, d.amount)
-        open_round.bets[d.bet_id] = OpenBet(d.bet_id, d.patron_id, d.spot, d.amount)
+        open_round.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount)
         state.put(self._round_key(state, d.table_id, d.round_id), open_round)
         return []
 
@@ -139,9 +125,8 @@ class SettlementProcessor:
     def _completed(self, event: m.RoundCompleted, state: State) -> list[m.Event]:
         d = event.data
         open_round = self._require_open(state, d.table_id, d.round_id)
-        result = RoundResult(d.player_total, d.banker_total, d.outcome, d.player_pair, d.banker_pair)
-        commission = _profile(open_round).commission
-        settled = [(bet, money.settle(bet.spot, bet.amount, result, commission)) for bet in open_round.bets.values()]
+        open_round.declared = RoundResult(d.player_total, d.banker_total, d.outcome, d.player_pair, d.banker_pair)
+        settled = open_round.settlements(_profile(open_round).commission)
         carried = {bet.bet_id: bet for bet, s in settled if s.result is BetResult.CARRIED}
         if carried:
             carried_key = state.key("carried", d.table_id)
@@ -152,12 +137,11 @@ class SettlementProcessor:
     def _voided(self, event: m.RoundVoided, state: State) -> list[m.Event]:
         d = event.data
         open_round = self._require_open(state, d.table_id, d.round_id)
-        settled = [(bet, money.VOID) for bet in open_round.bets.values()]  # Art. 10
+        open_round.voided = True
+        settled = open_round.settlements(_profile(open_round).commission)  # Art. 10: every stake back
         return self._settle(state, open_round, settled, ledger.VOID, event.time)
 
-    def _settle(
-        self, state: State, open_round: OpenRound, settled: list[tuple[OpenBet, Settlement]], outcome: str, at: datetime
-    ) -> list[m.Event]:
+    def _settle(self, state: State, open_round: Round, settled: list[tuple[Bet, Settlement]], outcome: str, at: datetime) -> list[m.Event]:
         table_id, round_id = open_round.table_id, open_round.round_id
         source = f"{SOURCE}/{table_id}"
         totals = money.RoundTotals()
@@ -210,10 +194,10 @@ class SettlementProcessor:
     def _round_key(state: State, table_id: str, round_id: str) -> str:
         return state.key("open", table_id, round_id)
 
-    def _open_round(self, state: State, table_id: str, round_id: str) -> OpenRound | None:
-        return state.get(self._round_key(state, table_id, round_id), OpenRound)
+    def _open_round(self, state: State, table_id: str, round_id: str) -> Round | None:
+        return state.get(self._round_key(state, table_id, round_id), Round)
 
-    def _require_open(self, state: State, table_id: str, round_id: str) -> OpenRound:
+    def _require_open(self, state: State, table_id: str, round_id: str) -> Round:
         open_round = self._open_round(state, table_id, round_id)
         if open_round is not None:
             return open_round
@@ -222,14 +206,14 @@ class SettlementProcessor:
         raise _reject("unknown", f"unknown round {round_id} at {table_id}")
 
     @staticmethod
-    def _require_bet(open_round: OpenRound, bet_id: str) -> OpenBet:
+    def _require_bet(open_round: Round, bet_id: str) -> Bet:
         bet = open_round.bets.get(bet_id)
         if bet is None:
             raise _reject("unknown", f"unknown bet {bet_id} on round {open_round.round_id}")
         return bet
 
     @staticmethod
-    def _check_stake(open_round: OpenRound, bet_id: str, spot: Spot, amount: int) -> None:
+    def _check_stake(open_round: Round, bet_id: str, spot: Spot, amount: int) -> None:
         if amount <= 0:
             raise _reject("invalid", f"bet {bet_id}: a stake of {amount} cannot be settled")
         profile = _profile(open_round)
@@ -237,7 +221,7 @@ class SettlementProcessor:
             raise _reject("invalid", f"bet {bet_id}: the {profile.name} house does not offer {spot} bets (Art. 13)")
 
 
-def _profile(open_round: OpenRound) -> HouseProfile:
+def _profile(open_round: Round) -> HouseProfile:
     return load_profile(open_round.profile)  # known: the contract refuses a round.opened naming another
 
 

@@ -27,7 +27,8 @@ from ..core.money import BetResult, Spot, TieMove
 from ..core.play import PLAYER_DRAWS, RoundResult, banker_rule, deal, hand_total, outcome_of, result_of
 from ..core.procedure import DEMO_ROUNDS_MAX, burn_due
 from ..core.profiles import HouseProfile, LastRound
-from ..core.shoe import shuffled_shoe
+from ..core.shoe import DealingShoe, shuffled_shoe
+from ..core.table import Bet, Round
 from ..events import codec
 from ..events import models as m
 from ..events.shoe_protocol import Kind, format_line
@@ -82,41 +83,6 @@ class Tamper:
 Action = ShoeLine | TableInput | Truth | Tamper
 
 
-@dataclass(slots=True)
-class SimBet:
-    bet_id: str
-    patron_id: str
-    seat: str
-    spot: Spot
-    amount: int
-    withdrawn: bool = False
-
-
-@dataclass(slots=True)
-class SimShoe:
-    shoe_id: str
-    cards: list[Card]
-    cut: int  # cards before the cut card
-    pos: int = 0  # cards out
-    cut_out: bool = False
-
-    @property
-    def remaining(self) -> int:
-        return len(self.cards) - self.pos
-
-
-@dataclass(slots=True)
-class SimRound:
-    round_id: str
-    round_no: int
-    demo: bool
-    bets: dict[str, SimBet]
-    dealer_id: str
-
-    def active(self) -> list[SimBet]:
-        return [bet for bet in self.bets.values() if not bet.withdrawn]
-
-
 class TableSim:
     """A table's play as a stream of actions in time order (``actions``)."""
 
@@ -142,7 +108,7 @@ class TableSim:
         self.dealer_rounds_left = self.rng.randint(20, 30)
         self.seats: dict[str, str | None] = dict.fromkeys(SEATS)
         self.standing: list[str] = []
-        self.carried: dict[str, SimBet] = {}
+        self.carried: dict[str, Bet] = {}
         self.previous_cards: list[Card] = []  # as the last shoe dealt them
         self.previous_shoe = ""
         # What the shoe at hand is doing wrong, for the whole shoe.
@@ -177,7 +143,7 @@ class TableSim:
         event = codec.make(cls, data, id=f"{self.table_id}:in:{self.input_seq}", source=f"{device}/{self.table_id}", time=self.clock)
         self.out.append(TableInput(self.clock, self.table_id, event))
 
-    def _label(self, code: AlertCode, shoe: SimShoe, description: str, rnd: SimRound | None = None, **extra: str) -> None:
+    def _label(self, code: AlertCode, shoe: DealingShoe, description: str, rnd: Round | None = None, **extra: str) -> None:
         label = Label(
             table_id=self.table_id,
             shoe_id=shoe.shoe_id,
@@ -218,7 +184,7 @@ class TableSim:
         self.shoe_injection = injection
         cards = self._cards(injection)
         low, high = _CARDS_BEHIND_CUT.get(injection, (14, 80)) if injection else (14, 80)
-        shoe = SimShoe(shoe_id, cards, cut=len(cards) - self.rng.randint(low, high))
+        shoe = DealingShoe(shoe_id, cards, cut=len(cards) - self.rng.randint(low, high))
         if self.previous_shoe:
             self._advance(90_000, 150_000)  # shuffling
         self._line(Kind.START, shoe_id, profile.decks, "manual")
@@ -310,7 +276,7 @@ class TableSim:
                 del pool[i]
         return stacked + pool
 
-    def _burn(self, shoe: SimShoe, injection: AlertCode | None) -> None:
+    def _burn(self, shoe: DealingShoe, injection: AlertCode | None) -> None:
         """Art. 2.1: burn at the shoe's start by the house's policy (the first card decides under
         the first-card policy)."""
         due = burn_due(self.profile.burn, self.profile.decks, shoe.cards[0])
@@ -332,7 +298,7 @@ class TableSim:
             return 0  # carried bets go on a real round; a stacked shoe's rounds start after the burn
         return self.rng.randint(1, DEMO_ROUNDS_MAX) if self.rng.random() < 0.3 else 0
 
-    def _draw(self, shoe: SimShoe, face_up: bool = False) -> tuple[int, Card]:
+    def _draw(self, shoe: DealingShoe, face_up: bool = False) -> tuple[int, Card]:
         """The next card out of the shoe, as the shoe reads it (the cut card first, if it is next)."""
         if not shoe.cut_out and shoe.pos == shoe.cut:
             shoe.cut_out = True
@@ -370,13 +336,25 @@ class TableSim:
                 self.dealer_rounds_left = self.rng.randint(20, 30)
         return self.dealers[self.dealer]
 
-    def _round(self, shoe: SimShoe, demo: bool, after_cut_extra: bool = False) -> None:
+    def _round(self, shoe: DealingShoe, demo: bool, after_cut_extra: bool = False) -> None:
         profile = self.profile
         opened_at = self.clock
         if shoe.shoe_id != self.round_shoe:
             self.round_shoe, self.round_no = shoe.shoe_id, 0
         self.round_no += 1
-        rnd = SimRound(m.round_id_of(self.table_id, shoe.shoe_id, self.round_no), self.round_no, demo, self.carried, self._dealer_id())
+        round_id = m.round_id_of(self.table_id, shoe.shoe_id, self.round_no)
+        rnd = Round(
+            self.table_id,
+            round_id,
+            shoe.shoe_id,
+            self.round_no,
+            self._dealer_id(),
+            profile.name,
+            demo,
+            profile.min_bet,
+            profile.max_bet,
+            self.carried,
+        )
         self.carried = {}
         injection = None if demo else self._armed(shoe_start=False)
         self._input(
@@ -445,7 +423,7 @@ class TableSim:
             "console",
         )
         if declared.outcome == "tie":  # Art. 12: the table acts on the result it announced
-            self.carried = {b.bet_id: b for b in rnd.active() if b.spot in (Spot.PLAYER, Spot.BANKER)}
+            self.carried = {b.bet_id: b for b in rnd.active_bets() if b.spot in (Spot.PLAYER, Spot.BANKER)}
         if not demo:
             self.rounds_played += 1
         if done:
@@ -455,7 +433,7 @@ class TableSim:
 
     # ---- bets -------------------------------------------------------------------------------------
 
-    def _bets(self, shoe: SimShoe, rnd: SimRound, injection: AlertCode | None) -> bool:
+    def _bets(self, shoe: DealingShoe, rnd: Round, injection: AlertCode | None) -> bool:
         """Betting, until bets close: carried bets first (Art. 12), then new bets, changes and
         withdrawals, all within the rules; an injected bet irregularity last."""
         done = False
@@ -492,12 +470,12 @@ class TableSim:
             return minimum * self.rng.choice(CHIPS) + self.rng.choice((0, 0, 0, 100, 200, 500))
         return minimum * self.rng.choice((1, 1, 2))
 
-    def _within_limit(self, rnd: SimRound, spot: Spot, amount: int, replacing: SimBet | None = None) -> bool:
+    def _within_limit(self, rnd: Round, spot: Spot, amount: int, replacing: Bet | None = None) -> bool:
         """Art. 14: the Banker/Player difference, and each side spot, within the table limit."""
-        stakes = [(b.spot, b.amount) for b in rnd.active() if b is not replacing] + [(spot, amount)]
+        stakes = [(b.spot, b.amount) for b in rnd.active_bets() if b is not replacing] + [(spot, amount)]
         return not money.check_table_limit(money.spot_totals(stakes), self.profile.max_bet)
 
-    def _patron_bets(self, rnd: SimRound, patron: str, seat: str) -> list[SimBet]:
+    def _patron_bets(self, rnd: Round, patron: str, seat: str) -> list[Bet]:
         bets = []
         spot = Spot.BANKER if self.rng.random() < 0.5 else Spot.PLAYER
         bets.append(self._place(rnd, patron, seat, spot, self._stake(spot)))
@@ -506,11 +484,11 @@ class TableSim:
                 bets.append(self._place(rnd, patron, seat, side, self._stake(side)))
         return [bet for bet in bets if bet is not None]
 
-    def _place(self, rnd: SimRound, patron: str, seat: str, spot: Spot, amount: int, check: bool = True) -> SimBet | None:
+    def _place(self, rnd: Round, patron: str, seat: str, spot: Spot, amount: int, check: bool = True) -> Bet | None:
         if check and not self._within_limit(rnd, spot, amount):
             return None
         self.bet_seq += 1
-        bet = SimBet(f"B{self.table_id}-{self.bet_seq}", patron, seat, spot, amount)
+        bet = Bet(f"B{self.table_id}-{self.bet_seq}", patron, seat, spot, amount)
         rnd.bets[bet.bet_id] = bet
         self._advance(500, 2_500)
         self._input(
@@ -520,17 +498,17 @@ class TableSim:
         )
         return bet
 
-    def _change(self, bet: SimBet, spot: Spot, amount: int) -> None:
+    def _change(self, bet: Bet, spot: Spot, amount: int) -> None:
         bet.spot, bet.amount = spot, amount
         self._advance(500, 2_000)
         self._input(m.BetChange, m.BetChangeInput(table_id=self.table_id, bet_id=bet.bet_id, spot=spot, amount=amount), "bet-sensor")
 
-    def _withdraw(self, bet: SimBet) -> None:
+    def _withdraw(self, bet: Bet) -> None:
         bet.withdrawn = True
         self._advance(500, 2_000)
         self._input(m.BetWithdraw, m.BetWithdrawInput(table_id=self.table_id, bet_id=bet.bet_id), "bet-sensor")
 
-    def _maybe_change(self, rnd: SimRound, bet: SimBet) -> None:
+    def _maybe_change(self, rnd: Round, bet: Bet) -> None:
         """A patron changes their mind before bets close: a new stake, the other side, or no bet."""
         draw = self.rng.random()
         if draw < 0.03:
@@ -542,7 +520,7 @@ class TableSim:
         elif draw < 0.12 and bet.spot in (Spot.PLAYER, Spot.BANKER):
             self._move(rnd, bet)
 
-    def _move(self, rnd: SimRound, bet: SimBet) -> bool:
+    def _move(self, rnd: Round, bet: Bet) -> bool:
         """Player to Banker (only a multiple of the minimum may go there) or Banker to Player."""
         other = Spot.PLAYER if bet.spot is Spot.BANKER else Spot.BANKER
         if other is Spot.BANKER and bet.amount % self.profile.min_bet:
@@ -552,7 +530,7 @@ class TableSim:
         self._change(bet, other, bet.amount)
         return True
 
-    def _carried_change(self, rnd: SimRound, bet: SimBet) -> None:
+    def _carried_change(self, rnd: Round, bet: Bet) -> None:
         """Art. 12 and the house profile: what a bettor does with a bet left on a tie."""
         weights = {TieMove.KEEP: 70, TieMove.INCREASE: 15, TieMove.WITHDRAW: 5, TieMove.REDUCE: 5, TieMove.MOVE: 5}
         moves = [move for move in weights if move in self.profile.after_tie]
@@ -569,7 +547,7 @@ class TableSim:
         elif move is TieMove.WITHDRAW:
             self._withdraw(bet)
 
-    def _forbidden_tie_change(self, shoe: SimShoe, rnd: SimRound, carried: list[SimBet], move: TieMove, code: AlertCode) -> SimBet | None:
+    def _forbidden_tie_change(self, shoe: DealingShoe, rnd: Round, carried: list[Bet], move: TieMove, code: AlertCode) -> Bet | None:
         minimum = self.profile.min_bet
         for bet in carried:
             before = f"{bet.spot} {bet.amount}"
@@ -604,7 +582,7 @@ class TableSim:
             self.standing.append(self._new_patron())
         return self.rng.choice(self.standing), "standing"
 
-    def _bad_bet(self, shoe: SimShoe, rnd: SimRound, code: AlertCode) -> None:
+    def _bad_bet(self, shoe: DealingShoe, rnd: Round, code: AlertCode) -> None:
         minimum, limit = self.profile.min_bet, self.profile.max_bet
         if code is AlertCode.BANKER_BET_MULTIPLE:
             patron, seat = self._someone(seated=False)
@@ -616,14 +594,14 @@ class TableSim:
             what = f"a Player bet of {amount}, below the table minimum {minimum}"
         else:
             patron, seat = self._someone(seated=True)
-            totals = money.spot_totals((b.spot, b.amount) for b in rnd.active())
+            totals = money.spot_totals((b.spot, b.amount) for b in rnd.active_bets())
             spot, amount = Spot.BANKER, ((limit + totals[Spot.PLAYER] - totals[Spot.BANKER]) // minimum + 1) * minimum
             what = f"a Banker bet of {amount}, leaving more than the table limit {limit} between Banker and Player (Art. 14)"
         bet = self._place(rnd, patron, seat, spot, amount, check=False)
         assert bet is not None
         self._label(code, shoe, f"Patron {patron} placed {what}.", rnd, patron_id=patron, bet_id=bet.bet_id)
 
-    def _late_bet(self, shoe: SimShoe, rnd: SimRound) -> bool:
+    def _late_bet(self, shoe: DealingShoe, rnd: Round) -> bool:
         patron, seat = self._someone(seated=False)
         bet = self._place(rnd, patron, seat, Spot.PLAYER, self.profile.min_bet, check=False)
         assert bet is not None
@@ -639,7 +617,7 @@ class TableSim:
 
     # ---- the cards --------------------------------------------------------------------------------
 
-    def _foreign_card(self, shoe: SimShoe, rnd: SimRound) -> bool:
+    def _foreign_card(self, shoe: DealingShoe, rnd: Round) -> bool:
         """Slip into the shoe, as the next card, a copy of a card whose genuine copies are all out."""
         counts = Counter(card.code for card in shoe.cards[: shoe.pos])
         all_out = sorted(code for code, count in counts.items() if count >= self.profile.decks)
@@ -658,11 +636,11 @@ class TableSim:
         )
         return True
 
-    def _first_four(self, shoe: SimShoe) -> tuple[int, int]:
+    def _first_four(self, shoe: DealingShoe) -> tuple[int, int]:
         cards = shoe.cards[shoe.pos : shoe.pos + 4]
         return hand_total([cards[0], cards[2]]), hand_total([cards[1], cards[3]])
 
-    def _can_deal_wrong(self, shoe: SimShoe, error: AlertCode) -> bool:
+    def _can_deal_wrong(self, shoe: DealingShoe, error: AlertCode) -> bool:
         """Whether the next round's cards allow this dealing error as the only irregularity."""
         if error not in DRAW_ERRORS:
             return True
@@ -677,7 +655,7 @@ class TableSim:
         banker_draws = banker_rule(banker_two, player_two, third).draws
         return banker_draws if error is AlertCode.DRAW_BANKER_MISSING else not natural and not banker_draws
 
-    def _pick_error(self, shoe: SimShoe) -> AlertCode | None:
+    def _pick_error(self, shoe: DealingShoe) -> AlertCode | None:
         possible = [error for error in DRAW_ERRORS if self._can_deal_wrong(shoe, error)]
         return self.rng.choice(possible) if possible else None
 
@@ -686,7 +664,7 @@ class TableSim:
         data = m.CardPlaceInput(table_id=self.table_id, hand=hand, index=index, card=card.code if box_saw else None)  # type: ignore[arg-type]
         self._input(m.CardPlace, data, "hand-box")
 
-    def _deal(self, shoe: SimShoe, rnd: SimRound, error: AlertCode | None, wrong_holder: bool) -> RoundResult:
+    def _deal(self, shoe: DealingShoe, rnd: Round, error: AlertCode | None, wrong_holder: bool) -> RoundResult:
         """Art. 7 and 9, with at most one dealing error. The dealer goes by the cards on the table,
         so after an error the rest of the round is played by the rules."""
         order = ("banker", "player", "banker", "player") if error is AlertCode.DEAL_ORDER else ("player", "banker", "player", "banker")
@@ -724,11 +702,11 @@ class TableSim:
             self._label(error, shoe, _ERROR_SENTENCES[error] + detail + ".", rnd)
         return result_of(hands["player"], hands["banker"])
 
-    def _squeeze(self, shoe: SimShoe, rnd: SimRound, wrong_holder: bool) -> None:
+    def _squeeze(self, shoe: DealingShoe, rnd: Round, wrong_holder: bool) -> None:
         """Art. 16: where the house allows it, the seated bettor with the largest stake may hold
         the cards."""
         stakes: Counter[str] = Counter()
-        for bet in rnd.active():
+        for bet in rnd.active_bets():
             if bet.seat != "standing":
                 stakes[bet.patron_id] += bet.amount
         if wrong_holder:
@@ -754,9 +732,9 @@ class TableSim:
 
     # ---- settlement -------------------------------------------------------------------------------
 
-    def _tamper(self, shoe: SimShoe, rnd: SimRound, code: AlertCode, declared: RoundResult) -> bool:
+    def _tamper(self, shoe: DealingShoe, rnd: Round, code: AlertCode, declared: RoundResult) -> bool:
         """Order a settlement fault for one of the round's bets (done to the settlement events)."""
-        settled = [(bet, money.settle(bet.spot, bet.amount, declared, self.profile.commission)) for bet in rnd.active()]
+        settled = [(bet, money.settle(bet.spot, bet.amount, declared, self.profile.commission)) for bet in rnd.active_bets()]
         if code is AlertCode.PAYOUT_MISMATCH:
             candidates = [bet for bet, s in settled if s.result is BetResult.WIN]
             what = f"was paid {OVERPAID} more than the rules give"

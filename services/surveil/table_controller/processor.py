@@ -25,8 +25,9 @@ from typing import ClassVar
 import msgspec
 
 from ..core.money import Spot
-from ..core.play import Outcome
+from ..core.play import Outcome, RoundResult
 from ..core.profiles import InvalidProfileError, load_profile
+from ..core.table import Bet, HandCard, Round, Shoe
 from ..events import codec, topics
 from ..events import models as m
 from ..runtime.processor import Rejected
@@ -36,37 +37,11 @@ SOURCE = "table-controller"
 REMEMBERED_INPUTS = 64  # input ids kept per table to recognise one delivered twice
 
 
-class Bet(msgspec.Struct):
-    bet_id: str
-    patron_id: str
-    seat: str
-    spot: Spot
-    amount: int
-    withdrawn: bool = False
-
-
-class PlacedCard(msgspec.Struct):
-    hand: str  # "player" or "banker"
-    index: int
-    card: str | None  # what the hand box saw; None: the shoe's read of ``index``
-
-
-class Round(msgspec.Struct):
-    round_id: str
-    shoe_id: str
-    demo: bool
-    bets: dict[str, Bet] = {}
-    closed: bool = False
-    cards: list[PlacedCard] = []
-    squeezed_by: str | None = None
-
-
 class Completion(msgspec.Struct):
     """A round whose result was announced before the shoe read all its cards, and the table
     events that came after it (encoded), held back so the table stream keeps its order."""
 
     round: Round
-    result: m.ResultInput
     time: datetime
     then: list[bytes] = []
 
@@ -89,12 +64,6 @@ class Table(msgspec.Struct):
     waiting: list[Completion] = []
     recent_inputs: list[str] = []
     shoes: list[str] = []  # shoes whose reads are kept, in the order they started
-
-
-class ShoeReads(msgspec.Struct):
-    shoe_id: str
-    reads: dict[int, str] = {}  # shoe index -> card
-    ended: bool = False
 
 
 Handler = Callable[["TableController", Table, m.Event, State], list[m.Event]]
@@ -163,7 +132,18 @@ class TableController:
             for burn in table.burns
         ]
         table.burns = []
-        table.round = Round(round_id, d.shoe_id, d.demo, bets=table.carried)
+        table.round = Round(
+            table.table_id,
+            round_id,
+            d.shoe_id,
+            table.round_no,
+            d.dealer_id,
+            d.profile,
+            d.demo,
+            d.min_bet,
+            d.max_bet,
+            bets=table.carried,
+        )
         table.carried = {}
         opened = m.RoundOpenedData(
             table_id=table.table_id,
@@ -237,9 +217,9 @@ class TableController:
     def _card(self, table: Table, event: m.CardPlace, state: State) -> list[m.Event]:
         d = event.data
         rnd = _in_progress(table, "card.place")
-        if any(placed.index == d.index for placed in rnd.cards):
+        if rnd.holds_index(d.index):
             raise Rejected(f"card.place: card {d.index} of the shoe is already in a hand of round {rnd.round_id}")
-        rnd.cards.append(PlacedCard(d.hand, d.index, d.card))
+        (rnd.player if d.hand == "player" else rnd.banker).append(HandCard(d.index, d.card))
         return []
 
     def _squeeze(self, table: Table, event: m.Squeeze, state: State) -> list[m.Event]:
@@ -249,15 +229,17 @@ class TableController:
     # ---- the end of a round -------------------------------------------------------------------
 
     def _result(self, table: Table, event: m.Result, state: State) -> list[m.Event]:
+        d = event.data
         rnd = _in_progress(table, "result")
         table.round = None
+        rnd.declared = RoundResult(d.player_total, d.banker_total, d.outcome, d.player_pair, d.banker_pair)
         # Art. 12: Player and Banker bets stay on a tie, for the next round.
         table.carried = (
             {bet.bet_id: bet for bet in rnd.bets.values() if not bet.withdrawn and bet.spot in (Spot.PLAYER, Spot.BANKER)}
-            if event.data.outcome == Outcome.TIE
+            if d.outcome == Outcome.TIE
             else {}
         )
-        completion = Completion(rnd, event.data, event.time)
+        completion = Completion(rnd, event.time)
         if table.waiting:
             table.waiting.append(completion)  # completes after those before it
             return []
@@ -276,8 +258,13 @@ class TableController:
         """The round's completion, its voiding if the shoe ended without reading one of its
         cards, or None while the shoe may still read them."""
         rnd = completion.round
-        shoe = state.get(_shoe_key(state, table.table_id, rnd.shoe_id), ShoeReads) or ShoeReads(rnd.shoe_id)
-        unread = [placed for placed in rnd.cards if placed.card is None and placed.index not in shoe.reads]
+        shoe = state.get(_shoe_key(state, table.table_id, rnd.shoe_id), Shoe) or Shoe(rnd.shoe_id)
+        unread = sorted(
+            (card.index, hand)
+            for hand, cards in (("player", rnd.player), ("banker", rnd.banker))
+            for card in cards
+            if card.card is None and card.index not in shoe.reads
+        )
         if not unread:
             return [_completed(table.table_id, completion, shoe)]
         if not shoe.ended:
@@ -285,7 +272,7 @@ class TableController:
         nothing_since = table.round is None and not completion.then and all(c is completion for c in table.waiting)
         if nothing_since:
             table.carried = {}  # the voided round's bets are returned (Art. 10), not carried
-        names = ", ".join(f"{placed.index} ({placed.hand})" for placed in unread)
+        names = ", ".join(f"{index} ({hand})" for index, hand in unread)
         reason = f"shoe {rnd.shoe_id} ended without reading card {names}, which the hand box did not recognise"
         return _voided(table.table_id, rnd, reason, completion.time)
 
@@ -308,11 +295,13 @@ class TableController:
         self._reads(table, event.data.shoe_id, state).ended = True
         return self._release(table, state)
 
-    def _reads(self, table: Table, shoe_id: str, state: State) -> ShoeReads:
+    def _reads(self, table: Table, shoe_id: str, state: State) -> Shoe:
+        """The shoe's reads, as far as the shoe stream has told them (only ``reads`` and ``ended``
+        of the shoe are kept here: judging the cards is the detectors' job)."""
         key = _shoe_key(state, table.table_id, shoe_id)
-        shoe = state.get(key, ShoeReads)
+        shoe = state.get(key, Shoe)
         if shoe is None:
-            shoe = ShoeReads(shoe_id)
+            shoe = Shoe(shoe_id)
             if shoe_id not in table.shoes:
                 table.shoes.append(shoe_id)
         state.put(key, shoe)
@@ -380,17 +369,15 @@ def _check_stake(bet_id: str, amount: int) -> None:
         raise Rejected(f"bet {bet_id}: a stake of {amount} is no bet")
 
 
-def _completed(table_id: str, completion: Completion, shoe: ShoeReads) -> m.Event:
-    rnd, result = completion.round, completion.result
-    hands: dict[str, list[m.HandCard]] = {"player": [], "banker": []}
-    for placed in rnd.cards:
-        hands[placed.hand].append(m.HandCard(placed.index, placed.card or shoe.reads[placed.index]))
+def _completed(table_id: str, completion: Completion, shoe: Shoe) -> m.Event:
+    rnd, result = completion.round, completion.round.declared
+    assert result is not None
     data = m.RoundCompletedData(
         table_id=table_id,
         shoe_id=rnd.shoe_id,
         round_id=rnd.round_id,
-        player=hands["player"],
-        banker=hands["banker"],
+        player=[m.HandCard(c.index, c.card or shoe.reads[c.index]) for c in rnd.player],
+        banker=[m.HandCard(c.index, c.card or shoe.reads[c.index]) for c in rnd.banker],
         player_total=result.player_total,
         banker_total=result.banker_total,
         outcome=result.outcome,
@@ -404,8 +391,8 @@ def _completed(table_id: str, completion: Completion, shoe: ShoeReads) -> m.Even
 def _voided(table_id: str, rnd: Round, reason: str, time: datetime) -> list[m.Event]:
     """Art. 10: a void round; the cards it had dealt go to the discard (burned)."""
     outputs: list[m.Event] = []
-    if rnd.cards:
-        burned = m.CardsBurnedData(table_id=table_id, shoe_id=rnd.shoe_id, round_id=rnd.round_id, indices=[c.index for c in rnd.cards])
+    if rnd.player or rnd.banker:
+        burned = m.CardsBurnedData(table_id=table_id, shoe_id=rnd.shoe_id, round_id=rnd.round_id, indices=sorted(rnd.indices()))
         outputs.append(_make(m.CardsBurned, burned, f"{rnd.round_id}/burned", time))
     outputs.append(
         _make(m.RoundVoided, m.RoundVoidedData(table_id=table_id, round_id=rnd.round_id, reason=reason), f"{rnd.round_id}/voided", time)

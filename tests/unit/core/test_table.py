@@ -1,0 +1,305 @@
+"""The table model of the core (``surveil.core.table``): a shoe's cards against what it read, a
+round's bets and payments, each check with a legal case that finds nothing and an illegal one that
+finds exactly its code and article."""
+
+from __future__ import annotations
+
+import pytest
+
+from surveil.core.findings import AlertCode
+from surveil.core.money import BetResult, Commission, Settlement, Spot, TieMove
+from surveil.core.play import Outcome, RoundResult
+from surveil.core.profiles import Burn, BurnPolicy, LastRound
+from surveil.core.table import (
+    Bet,
+    HandCard,
+    Round,
+    Shoe,
+    check_bet_amount,
+    check_late_bet,
+    check_payment,
+    check_round_totals,
+    check_squeeze,
+    check_table_limit,
+    check_tie_change,
+    decided_bets,
+    paid_unknown_bet,
+    unpaid_bets,
+)
+
+PLAYER_WINS = RoundResult(8, 3, Outcome.PLAYER, False, False)
+BANKER_WINS = RoundResult(3, 7, Outcome.BANKER, False, False)
+TIE = RoundResult(5, 5, Outcome.TIE, False, False)
+
+
+def codes(findings: list) -> list[str]:
+    return [str(f.code) for f in findings]
+
+
+def started_shoe(decks: int = 6, automatic: bool = False) -> Shoe:
+    shoe = Shoe("S1")
+    assert shoe.start(decks, automatic)
+    return shoe
+
+
+def round_with(*bets: Bet, min_bet: int = 100, max_bet: int = 10_000) -> Round:
+    return Round("T01", "T01:S1:1", "S1", 1, "D1", "dicj", False, min_bet, max_bet, {bet.bet_id: bet for bet in bets})
+
+
+def dealt(rnd: Round, player: list[tuple[int, str]], banker: list[tuple[int, str]], declared: RoundResult) -> Round:
+    rnd.complete([HandCard(i, c) for i, c in player], [HandCard(i, c) for i, c in banker], declared, None)
+    return rnd
+
+
+# ---- the shoe (Art. 1-4, 7-8) -------------------------------------------------------------------
+
+
+def test_a_shoe_starts_once() -> None:
+    shoe = started_shoe()
+    assert not shoe.start(8, True)
+    assert (shoe.decks, shoe.automatic) == (6, False)
+
+
+def test_art1_the_seventh_copy_of_a_card_out_of_a_six_deck_shoe_is_card_overcount() -> None:
+    shoe = started_shoe(decks=6)
+    for index in range(1, 7):
+        assert shoe.read(index, "AS", face_up=False) == []
+    [finding] = shoe.read(7, "AS", face_up=False)
+    assert (finding.code, finding.article) == (AlertCode.CARD_OVERCOUNT, "Art. 1")
+    assert finding.evidence == {"card": "AS", "index": 7, "copies_seen": 7, "decks": 6}
+
+
+def test_art4_a_card_out_face_up_is_recorded_and_stays_valid() -> None:
+    shoe = started_shoe()
+    [finding] = shoe.read(1, "KH", face_up=True)
+    assert (finding.code, finding.article) == (AlertCode.CARD_EXPOSED, "Art. 4")
+    assert "stay valid" in finding.summary
+    assert shoe.reads == {1: "KH"} and shoe.last_index == 1
+
+
+def test_art2_1_the_cut_card_needs_about_12_cards_behind_it_and_counts_once() -> None:
+    shoe = started_shoe(decks=6)  # 312 cards
+    assert shoe.cut_card(300) is None  # 12 behind
+    assert shoe.cut_card(305) is None  # a second report changes nothing
+    assert shoe.cut_index == 300
+    shallow = started_shoe(decks=6)
+    finding = shallow.cut_card(301)
+    assert finding is not None and (finding.code, finding.article) == (AlertCode.CUT_CARD_DEPTH, "Art. 2.1")
+    assert started_shoe(decks=6, automatic=True).cut_card(311) is None  # Art. 2.3: no cut card procedure
+
+
+def test_art2_1_the_start_burn_follows_the_house_policy_but_not_with_a_machine() -> None:
+    burn = Burn(BurnPolicy.DECKS)
+    shoe = started_shoe(decks=6)
+    for index, card in enumerate(["2C", "3C", "4C", "5C", "6C", "7C"], start=1):
+        shoe.read(index, card, face_up=False)
+    shoe.burn(range(1, 6), round_id=None)
+    finding = shoe.check_start_burn(burn)
+    assert finding is not None and finding.code is AlertCode.BURN_COUNT and finding.evidence["seen_count"] == 5
+    shoe.burn([6], round_id=None)
+    assert shoe.check_start_burn(burn) is None
+    machine = started_shoe(decks=6, automatic=True)
+    assert machine.check_start_burn(burn) is None  # Art. 2.3
+
+
+def test_art7_a_hand_card_that_is_not_what_the_shoe_read_is_card_mismatch() -> None:
+    shoe = started_shoe()
+    for index, card in enumerate(["2H", "3D", "4S", "5C"], start=1):
+        shoe.read(index, card, face_up=False)
+    right = dealt(round_with(), [(1, "2H"), (3, "4S")], [(2, "3D"), (4, "5C")], RoundResult(6, 8, Outcome.BANKER, False, False))
+    assert shoe.check_round(right, LastRound.FINISH) == []
+    other = started_shoe()
+    for index, card in enumerate(["2H", "3D", "4S", "5C"], start=1):
+        other.read(index, card, face_up=False)
+    switched = dealt(round_with(), [(1, "2H"), (3, "9S")], [(2, "3D"), (4, "5C")], RoundResult(1, 8, Outcome.BANKER, False, False))
+    [finding] = other.check_round(switched, LastRound.FINISH)
+    assert (finding.code, finding.article) == (AlertCode.CARD_MISMATCH, "Art. 7")
+    assert finding.evidence == {"hand": "player", "index": 3, "in_hand": "9S", "shoe_read": "4S"}
+
+
+def test_art2_7_8_a_card_out_of_the_shoe_is_burned_or_in_a_hand_and_is_judged_once() -> None:
+    shoe = started_shoe()
+    for index, card in enumerate(["9C", "2H", "3D", "4S", "5C", "6H"], start=1):
+        shoe.read(index, card, face_up=False)
+    shoe.burn([1], round_id=None)
+    rnd = dealt(round_with(), [(2, "2H"), (5, "5C")], [(3, "3D"), (6, "6H")], RoundResult(7, 9, Outcome.BANKER, False, False))
+    [finding] = shoe.check_round(rnd, LastRound.FINISH)  # card 4 went nowhere
+    assert (finding.code, finding.article, finding.evidence) == (AlertCode.CARD_UNACCOUNTED, "Art. 2, 7-8", {"card": "4S", "index": 4})
+    assert shoe.unaccounted(up_to=6) == []  # already judged
+
+
+def test_art3_1_no_round_opens_after_the_cut_card_beyond_the_house_policy() -> None:
+    shoe = started_shoe()
+    for index in range(1, 13):
+        shoe.read(index, "2C" if index % 2 else "3D", face_up=False)
+    shoe.burn([1, 2], round_id=None)
+    shoe.cut_card(2)  # out after card 2, before the first round's cards
+    first = dealt(round_with(), [(3, "2C"), (5, "2C")], [(4, "3D"), (6, "3D")], RoundResult(4, 6, Outcome.BANKER, False, False))
+    assert shoe.check_round(first, LastRound.FINISH) == []  # the round the cut card belongs to
+    second = dealt(round_with(), [(7, "2C"), (9, "2C")], [(8, "3D"), (10, "3D")], RoundResult(4, 6, Outcome.BANKER, False, False))
+    second.round_no = 2
+    [finding] = shoe.check_round(second, LastRound.FINISH)
+    assert (finding.code, finding.article) == (AlertCode.ROUNDS_AFTER_CUT_CARD, "Art. 3.1")
+
+
+def test_art2_2_a_fourth_demonstration_round_in_a_shoe_is_demo_rounds() -> None:
+    shoe = started_shoe()
+    assert [shoe.open_demo_round() for _ in range(3)] == [[], [], []]
+    [finding] = shoe.open_demo_round()
+    assert (finding.code, finding.article) == (AlertCode.DEMO_ROUNDS, "Art. 2.2")
+
+
+def test_the_shoe_has_a_rounds_cards_once_it_read_them_or_ended() -> None:
+    shoe = started_shoe()
+    rnd = dealt(round_with(), [(1, "2C"), (3, "2C")], [(2, "3D"), (4, "3D")], RoundResult(4, 6, Outcome.BANKER, False, False))
+    shoe.read(1, "2C", face_up=False)
+    assert not shoe.has_cards_of(rnd)
+    shoe.ended = True
+    assert shoe.has_cards_of(rnd)
+
+
+# ---- the bets (Art. 2.2, 12-16) -----------------------------------------------------------------
+
+
+def test_art13_a_bet_moved_after_bets_closed_is_late() -> None:
+    bet = Bet("B1", "P1", "1", Spot.PLAYER, 200)
+    rnd = round_with(bet)
+    assert check_late_bet(rnd, bet, "placed") is None
+    rnd.closed = True
+    finding = check_late_bet(rnd, bet, "changed")
+    assert finding is not None and (finding.code, finding.article) == (AlertCode.LATE_BET, "Art. 13")
+    assert finding.evidence["action"] == "changed" and finding.evidence["stake"] == 200
+
+
+def test_house_rules_the_minimum_and_the_banker_multiple_carry_the_stake() -> None:
+    rnd = round_with(min_bet=100)
+    assert check_bet_amount(rnd, Bet("B1", "P1", "1", Spot.BANKER, 300)) == []
+    found = check_bet_amount(rnd, Bet("B2", "P1", "1", Spot.BANKER, 150))
+    assert codes(found) == ["BANKER_BET_MULTIPLE"] and found[0].evidence["stake"] == 150
+    assert codes(check_bet_amount(rnd, Bet("B3", "P1", "1", Spot.PLAYER, 50))) == ["BET_BELOW_MINIMUM"]
+
+
+def test_art12_a_carried_bet_is_judged_against_the_bet_the_tie_left() -> None:
+    bet = Bet("B1", "P1", "1", Spot.BANKER, 500, carried=(Spot.BANKER, 500))
+    allowed = frozenset({TieMove.KEEP, TieMove.INCREASE})  # the SJM house
+    assert check_tie_change(bet, (Spot.BANKER, 800), allowed, "sjm") == []
+    [finding] = check_tie_change(bet, (Spot.PLAYER, 500), allowed, "sjm")
+    assert (finding.code, finding.article, finding.evidence["stake"]) == (AlertCode.TIE_BET_MOVED, "Art. 12(3)(b)", 500)
+    assert codes(check_tie_change(bet, None, allowed, "sjm")) == ["TIE_BET_WITHDRAWN"]
+
+
+def test_art14_the_banker_player_difference_is_held_to_the_table_limit() -> None:
+    within = round_with(Bet("B1", "P1", "1", Spot.BANKER, 9_000), Bet("B2", "P2", "2", Spot.PLAYER, 8_000), max_bet=1_000)
+    assert check_table_limit(within) == []
+    beyond = round_with(Bet("B1", "P1", "1", Spot.BANKER, 9_000), Bet("B2", "P2", "2", Spot.PLAYER, 7_000), max_bet=1_000)
+    [finding] = check_table_limit(beyond)
+    assert (finding.code, finding.article) == (AlertCode.TABLE_LIMIT, "Art. 14")
+    assert finding.evidence["difference"] == 2_000 and finding.evidence["stake"] == 16_000
+
+
+def test_art14_a_withdrawn_bet_does_not_count_against_the_limit() -> None:
+    big = Bet("B1", "P1", "1", Spot.TIE, 5_000, withdrawn=True)
+    assert check_table_limit(round_with(big, max_bet=1_000)) == []
+
+
+def test_art16_the_seated_bettor_with_the_largest_stake_holds_the_cards_standing_ones_do_not_count() -> None:
+    rnd = round_with(
+        Bet("B1", "P1", "1", Spot.BANKER, 500),
+        Bet("B2", "P2", "2", Spot.BANKER, 300),
+        Bet("B3", "P3", "standing", Spot.BANKER, 5_000),
+    )
+    rnd.squeezed_by = "P1"
+    assert check_squeeze(rnd, allowed=True) is None
+    rnd.squeezed_by = "P3"
+    finding = check_squeeze(rnd, allowed=True)
+    assert finding is not None and (finding.code, finding.article) == (AlertCode.SQUEEZE_HOLDER, "Art. 16(2)")
+    assert finding.evidence["entitled"] == ["P1"] and finding.evidence["stake"] == 5_800
+    rnd.squeezed_by = "P1"
+    refused = check_squeeze(rnd, allowed=False)
+    assert refused is not None and refused.article == "Art. 16(1)"
+
+
+def test_art11_decided_bets_are_the_player_and_banker_bets_of_a_real_round_that_did_not_tie() -> None:
+    player, banker, tie = (
+        Bet("B1", "P1", "1", Spot.PLAYER, 100),
+        Bet("B2", "P2", "2", Spot.BANKER, 100),
+        Bet("B3", "P3", "3", Spot.TIE, 100),
+    )
+    rnd = dealt(round_with(player, banker, tie), [], [], PLAYER_WINS)
+    assert [(bet.bet_id, won) for bet, won in decided_bets(rnd)] == [("B1", True), ("B2", False)]
+    assert decided_bets(dealt(round_with(player, banker), [], [], TIE)) == []
+    demo = dealt(round_with(player), [], [], PLAYER_WINS)
+    demo.demo = True
+    assert decided_bets(demo) == []
+
+
+def test_art12_carry_over_takes_the_named_bets_of_a_completed_round_not_the_withdrawn_ones() -> None:
+    kept, gone = Bet("B1", "P1", "1", Spot.BANKER, 300), Bet("B2", "P2", "2", Spot.PLAYER, 200, withdrawn=True)
+    previous = dealt(round_with(kept, gone), [], [], TIE)
+    following = round_with()
+    following.carry_over(previous, ["B1", "B2", "B9"])
+    assert list(following.bets) == ["B1"] and following.bets["B1"].carried == (Spot.BANKER, 300)
+    unfinished = round_with(kept)
+    following = round_with()
+    following.carry_over(unfinished, ["B1"])
+    assert following.bets == {}
+
+
+# ---- the payments (Art. 10, 12, 17, 18) --------------------------------------------------------
+
+
+def test_art17_18_a_bet_paid_as_the_rules_pay_finds_nothing() -> None:
+    bet = Bet("B1", "P1", "1", Spot.BANKER, 100)
+    rnd = dealt(round_with(bet), [], [], BANKER_WINS)
+    assert check_payment(rnd, bet, Settlement(BetResult.WIN, 95, 5), Spot.BANKER, 100, Commission.FIVE_PERCENT) is None
+
+
+@pytest.mark.parametrize(
+    ("spot", "declared", "paid", "article"),
+    [
+        (Spot.PLAYER, PLAYER_WINS, Settlement(BetResult.WIN, 90, 0), "Art. 17"),
+        (Spot.BANKER, BANKER_WINS, Settlement(BetResult.WIN, 96, 4), "Art. 18"),
+        (Spot.BANKER, TIE, Settlement(BetResult.LOSE, -100, 0), "Art. 12"),
+    ],
+)
+def test_art12_17_18_a_wrong_payment_names_the_article_it_breaks(spot: Spot, declared: RoundResult, paid: Settlement, article: str) -> None:
+    bet = Bet("B1", "P1", "1", spot, 100)
+    rnd = dealt(round_with(bet), [], [], declared)
+    finding = check_payment(rnd, bet, paid, spot, 100, Commission.FIVE_PERCENT)
+    assert finding is not None and (finding.code, finding.article) == (AlertCode.PAYOUT_MISMATCH, article)
+
+
+def test_art10_a_voided_round_owes_every_stake_back() -> None:
+    bet = Bet("B1", "P1", "1", Spot.TIE, 100)
+    rnd = round_with(bet)
+    rnd.voided = True
+    assert rnd.settlements(Commission.FIVE_PERCENT) == [(bet, Settlement(BetResult.PUSH, 0, 0))]
+    assert check_payment(rnd, bet, Settlement(BetResult.LOSE, -100, 0), Spot.TIE, 100, Commission.FIVE_PERCENT) is not None
+
+
+def test_art17_a_bet_paid_twice_counts_twice_and_names_the_first_payment() -> None:
+    bet = Bet("B1", "P1", "1", Spot.PLAYER, 100)
+    rnd = dealt(round_with(bet), [], [], PLAYER_WINS)
+    win = Settlement(BetResult.WIN, 100, 0)
+    assert rnd.record_payment("B1", "s1", 100, win) is None
+    assert rnd.record_payment("B1", "s2", 100, win) == "s1"
+    assert rnd.paid == {"B1": "s1"} and rnd.paid_totals == [200, 400, 0, -200]
+
+
+def test_art17_18_round_totals_must_be_the_sum_of_its_bets() -> None:
+    bet = Bet("B1", "P1", "1", Spot.BANKER, 100)
+    rnd = dealt(round_with(bet), [], [], BANKER_WINS)
+    rnd.record_payment("B1", "s1", 100, Settlement(BetResult.WIN, 95, 5))
+    assert check_round_totals(rnd, [100, 195, 5, -95]) is None
+    finding = check_round_totals(rnd, [100, 200, 5, -100])
+    assert finding is not None and finding.article == "Art. 17-18"
+    assert set(finding.evidence["differences"]) == {"paid_out", "house_net"}
+
+
+def test_art17_every_bet_of_an_ended_round_is_paid() -> None:
+    paid, unpaid = Bet("B1", "P1", "1", Spot.PLAYER, 100), Bet("B2", "P2", "2", Spot.BANKER, 200)
+    rnd = dealt(round_with(paid, unpaid), [], [], PLAYER_WINS)
+    rnd.record_payment("B1", "s1", 100, Settlement(BetResult.WIN, 100, 0))
+    [(bet, finding)] = unpaid_bets(rnd, Commission.FIVE_PERCENT)
+    assert bet is unpaid and finding.code is AlertCode.UNSETTLED_BET and finding.evidence["due_net"] == -200
+    assert paid_unknown_bet(rnd, "B9", 50, 50).code is AlertCode.PAYOUT_MISMATCH
