@@ -17,6 +17,7 @@ SERVICES = {
     "settlement": "surveil.settlement.service",
     "anomaly-detection": "surveil.anomaly_detection.service",
     "lag-exporter": "surveil.runtime.lag_exporter",
+    "console": "surveil.console.service",
 }
 
 # command name -> "module:attribute" of its click command
@@ -29,6 +30,7 @@ COMMANDS = {
     "reconcile": "surveil.cli.ledger:reconcile",
     "up": "surveil.cli.stack:up_command",
     "down": "surveil.cli.stack:down_command",
+    "console": "surveil.console.commands:console_command",
 }
 
 
