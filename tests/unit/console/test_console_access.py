@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 
 import pytest
-from conftest import PASSWORDS, Room, csrf_of
 from starlette.routing import Route
 
+from conftest import PASSWORDS, Room, csrf_of
 from surveil.console import app as console_app
 from surveil.console.app import create_app
 
