@@ -7,11 +7,10 @@ import json
 import re
 
 from conftest import WEBHOOK_TOKEN, Room
-from unit.report.incident_dom import parse
-
 from surveil.console.app import Hub
 from surveil.events import codec
 from surveil.events import models as m
+from unit.report.incident_dom import parse
 
 
 def logged_in(room: Room, user: str = "sam"):  # type: ignore[no-untyped-def]
@@ -29,7 +28,9 @@ def test_the_list_shows_every_alert_newest_first_and_counts_the_open_ones_by_sev
     listed = rows(page)
     by_time = sorted(enumerate(room.alerts), key=lambda pair: (pair[1].time, pair[0]), reverse=True)  # ties: the later read first
     assert [r["alert"] for r in listed] == [a.data.alert_id for _, a in by_time]
-    counts = {n.attrs["data-count"]: n.find("span", cls="n").text() for n in parse(page).find_all("a", cls="sev") if "data-count" in n.attrs}
+    counts = {
+        n.attrs["data-count"]: n.find("span", cls="n").text() for n in parse(page).find_all("a", cls="sev") if "data-count" in n.attrs
+    }
     assert counts == {"critical": "3", "warning": "0", "info": "0"}
 
 
@@ -47,7 +48,9 @@ def test_the_filters_narrow_the_list(room: Room) -> None:
 
 
 def action(alert: m.AlertRaised, what: str, **fields: str) -> m.AlertAction:
-    data = m.AlertActionData(table_id=alert.data.table_id, alert_id=alert.data.alert_id, action=what, user="sam", role="supervisor", **fields)  # type: ignore[arg-type]
+    data = m.AlertActionData(
+        table_id=alert.data.table_id, alert_id=alert.data.alert_id, action=what, user="sam", role="supervisor", **fields
+    )  # type: ignore[arg-type]
     return codec.make(m.AlertAction, data, id=f"act-{what}-{alert.data.alert_id}", source="test", time=alert.time)
 
 

@@ -79,9 +79,10 @@
   on("page", (msg) => { document.getElementById("banner").innerHTML = msg.html; });
   on("ready", () => { if (document.getElementById("catching-up")) location.reload(); });
   on("reload", () => { source.close(); location.reload(); });
-  source.onopen = () => body.classList.remove("offline");
+  source.onopen = () => { body.classList.remove("offline"); body.dataset.live = "open"; };
   source.onerror = () => {
     body.classList.add("offline");
+    body.dataset.live = "closed";
     // Closed for good (a session that ended answers 401): the reload shows the login page.
     if (source.readyState === EventSource.CLOSED) setTimeout(() => location.reload(), 2000);
   };
