@@ -49,9 +49,10 @@ SETTLEMENT_SERVICE = "settlement"
 ANOMALY_DETECTION = "anomaly-detection"  # also the faust app id: its group and internal topics' prefix
 LAG_EXPORTER = "lag-exporter"
 FLOOR_SIMULATOR = "floor-simulator"  # the simulator's live mode, or the floor's device gateway: baccarat.inputs
+AUDITOR = "auditor"  # reads the recorded evidence: `surveil export`, the console's auditor
 
 SERVICES = (SHOE_READER, TABLE_CONTROLLER, SETTLEMENT_SERVICE, ANOMALY_DETECTION, LAG_EXPORTER)
-KAFKA_PRINCIPALS = (ADMIN, *SERVICES, FLOOR_SIMULATOR)
+KAFKA_PRINCIPALS = (ADMIN, *SERVICES, FLOOR_SIMULATOR, AUDITOR)
 # Redis users: the services that keep state there, and the key namespace each owns
 # (runtime/state.py: every key is <REDIS_PREFIX><namespace>:...).
 REDIS_NAMESPACES = {TABLE_CONTROLLER: "table-controller", SETTLEMENT_SERVICE: "settlement"}
@@ -71,6 +72,7 @@ def kafka_passwords(env: Mapping[str, str] = os.environ) -> dict[str, str]:
         ANOMALY_DETECTION: env.get("KAFKA_ANOMALY_DETECTION_PASSWORD", ""),
         LAG_EXPORTER: env.get("KAFKA_LAG_EXPORTER_PASSWORD", ""),
         FLOOR_SIMULATOR: env.get("KAFKA_FLOOR_SIMULATOR_PASSWORD", ""),
+        AUDITOR: env.get("KAFKA_AUDITOR_PASSWORD", ""),
     }
 
 
@@ -148,6 +150,10 @@ def kafka_grants(prefix: str = "") -> list[Grant]:
     allow(LAG_EXPORTER, "topic", ANOMALY_DETECTION, "describe", prefixed=True)
     # The floor's devices (dealer console, bet sensors: their gateway, or the simulator).
     allow(FLOOR_SIMULATOR, "topic", INPUTS, "write")
+    # The auditor exports the streams the detectors watch (analysis/export.py): READ, no group
+    # (its consumer is assigned its partitions and commits nothing), never a write.
+    for topic in (SHOE, TABLE, SETTLEMENT):
+        allow(AUDITOR, "topic", topic, "read")
     return grants
 
 
