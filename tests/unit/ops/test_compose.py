@@ -64,7 +64,7 @@ REQUIRED_ENV = {
     "settlement": BASELINE | {"PARTITIONS", "REDIS_URL"},
     "anomaly-detection": BASELINE | {"PARTITIONS"},  # faust's topic and table partitions
     "lag-exporter": BASELINE,
-    "kafka-init": {"KAFKA_BOOTSTRAP", "PARTITIONS"} | KAFKA_LOGIN,
+    "kafka-init": {"KAFKA_BOOTSTRAP", "PARTITIONS", "EVIDENCE_RETENTION_DAYS", "DEADLETTER_RETENTION_DAYS"} | KAFKA_LOGIN,
     # Stores every principal's SCRAM credential: all their passwords.
     "kafka-access": {"KAFKA_BOOTSTRAP"} | KAFKA_LOGIN | {access.password_variable("kafka", p) for p in access.KAFKA_PRINCIPALS},
 }
