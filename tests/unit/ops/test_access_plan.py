@@ -70,6 +70,13 @@ def test_the_lag_exporter_and_the_floor_only_see_what_they_must() -> None:
     assert plan[access.FLOOR_SIMULATOR] == {("write", "topic", topics.INPUTS, "literal")}
 
 
+def test_the_auditor_reads_the_streams_an_export_reads_and_writes_nothing() -> None:
+    from surveil.analysis.export import EXPORTED
+
+    plan = by_principal(access.kafka_grants())
+    assert plan[access.AUDITOR] == {("read", "topic", topic, "literal") for topic in EXPORTED}
+
+
 def test_the_groups_and_transactional_ids_are_the_ones_the_code_uses() -> None:
     from surveil.settlement.processor import SettlementProcessor
     from surveil.table_controller.processor import TableController

@@ -68,7 +68,7 @@ REQUIRED_ENV = {
     # The console signs sessions with its key (it refuses to start without), keeps its users in a
     # volume, listens on the host's side, and opens Alertmanager's webhook to its token only.
     "console": BASELINE | {"CONSOLE_HOST", "CONSOLE_PORT", "CONSOLE_USERS_FILE", "CONSOLE_SECRET_KEY", "ALERTMANAGER_WEBHOOK_TOKEN"},
-    "kafka-init": {"KAFKA_BOOTSTRAP", "PARTITIONS"} | KAFKA_LOGIN,
+    "kafka-init": {"KAFKA_BOOTSTRAP", "PARTITIONS", "EVIDENCE_RETENTION_DAYS", "DEADLETTER_RETENTION_DAYS"} | KAFKA_LOGIN,
     # Stores every principal's SCRAM credential: all their passwords.
     "kafka-access": {"KAFKA_BOOTSTRAP"} | KAFKA_LOGIN | {access.password_variable("kafka", p) for p in access.KAFKA_PRINCIPALS},
 }
