@@ -254,8 +254,8 @@ class AuthMiddleware:
         user = self.console.users.get(session.get("user", "")) if session.get("user") else None
         if user is None or now - float(session.get("seen", 0)) > self.console.config.session_minutes * 60:
             expired = user is not None
-            session.clear()
-            session["csrf"] = secrets.token_urlsafe(32)
+            session.pop("user", None)  # the CSRF token stays: the page's other requests (its icon,
+            session.pop("seen", None)  # its stream) must not turn the login form's token stale
             response = login_page(
                 Request(scope), self.templates, status=401, message="Your session ended: log in again." if expired else ""
             )

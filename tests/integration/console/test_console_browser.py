@@ -123,7 +123,7 @@ def test_an_alert_appears_live_is_handled_in_the_page_and_the_actions_are_on_the
         page.goto(console.url + "/?status=closed")
         assert "closed" in page.inner_text(f"#row-{alert.data.alert_id}").lower()
         page.goto(f"{console.url}/alerts/{alert.data.alert_id}")
-        assert page.inner_text("#alert-status") == "closed"
+        assert page.inner_text("#alert-status").lower() == "closed"
         assert "camera 7" in page.inner_text("#trail")
 
 

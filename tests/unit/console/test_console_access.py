@@ -49,6 +49,16 @@ def test_a_wrong_password_or_an_unknown_name_is_refused_alike(room: Room) -> Non
     assert client.get("/").status_code == 401
 
 
+def test_the_login_forms_token_outlives_the_pages_other_requests(room: Room) -> None:
+    """A browser asks for the page's icon (and more) alongside the form: none of it makes the form stale."""
+    client = room.client()
+    token = csrf_of(client.get("/login").text)
+    assert client.get("/favicon.ico").status_code == 401
+    assert client.get("/events").status_code == 401
+    response = client.post("/login", data={"name": "sam", "password": PASSWORDS["sam"], "csrf_token": token})
+    assert response.status_code == 303
+
+
 def test_a_login_gives_a_new_session_and_a_new_csrf_token(room: Room) -> None:
     client = room.client()
     before = csrf_of(client.get("/login").text)
