@@ -15,12 +15,14 @@ from __future__ import annotations
 import asyncio
 import hmac
 import json
+import re
 import secrets
 import time
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any, Protocol
 
 import msgspec
@@ -34,7 +36,7 @@ from starlette.datastructures import FormData
 from starlette.middleware import Middleware
 from starlette.middleware.sessions import SessionMiddleware
 from starlette.requests import Request
-from starlette.responses import JSONResponse, PlainTextResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
@@ -57,6 +59,17 @@ PAGES_FIRING = Gauge("surveil_console_pages_firing", "Alertmanager pages the ban
 PUBLIC = frozenset({"/login", "/api/alertmanager"})
 QUEUE_SIZE = 1000  # events a page may lag behind before its stream is cut (it reconnects and reloads)
 MAX_WEBHOOK_BYTES = 1 << 20
+
+
+EXPORT_BEFORE = timedelta(minutes=1)  # the window starts this long before the shoe (or round) did
+EXPORT_AFTER = timedelta(minutes=2)  # and ends this long after the round (its settlements follow it)
+EXPORT_NAME = re.compile(r"^[A-Za-z0-9._-]+\.(jsonl\.gz|manifest\.json)$")
+
+
+class Exporter(Protocol):
+    """``surveil.analysis.export.export_log`` with the console's Kafka settings bound."""
+
+    def __call__(self, start: datetime, end: datetime, tables: list[str], out: Path) -> Any: ...
 
 
 class Writer(Protocol):
@@ -139,8 +152,11 @@ def template_environment() -> Environment:
 class Console:
     """The console's state and what feeds it: the board, the incident collector, the stream."""
 
-    def __init__(self, config: ConsoleConfig, users: UserStore, writer: Writer, source: str = "surveil-console") -> None:
+    def __init__(
+        self, config: ConsoleConfig, users: UserStore, writer: Writer, source: str = "surveil-console", exporter: Exporter | None = None
+    ) -> None:
         self.config = config
+        self.exporter = exporter
         self.users = users
         self.writer = writer
         self.source = source
@@ -400,6 +416,36 @@ def create_app(console: Console) -> Starlette:
         log.info("console.action", user=user.name, action=action, alert_id=entry.id)
         return RedirectResponse(f"/alerts/{entry.id}", status_code=303)
 
+    async def export(request: Request) -> Response:
+        """The auditor's export of the alert's round: its table's events from the shoe's start
+        to a little after the round, as a replayable log with its manifest."""
+        await checked_form(request)
+        require(request, "export")
+        entry = console.board.alerts.get(request.path_params["alert_id"])
+        if entry is None:
+            return PlainTextResponse("no such alert", status_code=404)
+        if console.exporter is None:
+            return PlainTextResponse("this console exports nothing (no Kafka settings)", status_code=503)
+        start, end = export_window(console, entry)
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        out = config.export_dir / f"{entry.data.table_id}-{entry.id[:16]}-{stamp}.jsonl.gz"
+        out.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            manifest = await asyncio.to_thread(console.exporter, start, end, [entry.data.table_id], out)
+        except Exception as error:  # the broker away, the window empty: said on the page
+            log.error("console.export_failed", alert_id=entry.id, error=str(error))
+            return page(request, "export.html.j2", {"e": entry, "error": str(error), "start": start, "end": end}, status=502)
+        log.info("console.export", user=request.scope["user"].name, alert_id=entry.id, file=out.name, events=manifest.events)
+        return page(request, "export.html.j2", {"e": entry, "m": manifest, "error": None, "start": start, "end": end, "name": out.name})
+
+    async def exported(request: Request) -> Response:
+        require(request, "export")
+        name = request.path_params["name"]
+        path = config.export_dir / name
+        if not EXPORT_NAME.match(name) or not path.is_file():
+            return PlainTextResponse("no such export", status_code=404)
+        return FileResponse(path, filename=name)
+
     async def floor(request: Request) -> Response:
         now = datetime.now(UTC)
         tiles = [console.board.tiles[t] for t in sorted(console.board.tiles)]
@@ -471,6 +517,8 @@ def create_app(console: Console) -> Starlette:
         Route("/alerts/{alert_id}", alert_page),
         Route("/alerts/{alert_id}/handling", handling),
         Route("/alerts/{alert_id}/actions", alert_action, methods=["POST"]),
+        Route("/alerts/{alert_id}/export", export, methods=["POST"]),
+        Route("/exports/{name}", exported),
         Route("/floor", floor),
         Route("/events", stream),
         Route("/api/alertmanager", alertmanager, methods=["POST"]),
@@ -492,3 +540,17 @@ def create_app(console: Console) -> Starlette:
         exception_handlers={Forbidden: forbidden},
     )
     return app
+
+
+def export_window(console: Console, entry: AlertEntry) -> tuple[datetime, datetime]:
+    """From the start of the alert's shoe (else its round, else the alert) to a little after its
+    round (else the alert); by the events' times, which the floor's producers stamp their records with."""
+    d = entry.data
+    table = console.collector.tables.get(d.table_id)
+    rnd = table.round(d.round_id) if table and d.round_id else None
+    shoe = table.find_shoe(d.shoe_id or (rnd.shoe_id if rnd else None)) if table else None
+    first = [t for t in ((shoe.started_at if shoe else None), (rnd.opened_at if rnd else None), entry.alert.time) if t is not None]
+    last = [t for t in ((rnd.completed_at if rnd else None), entry.alert.time) if t is not None]
+    start = min(first) - EXPORT_BEFORE
+    end = min(max(last) + EXPORT_AFTER, datetime.now(UTC))
+    return start, max(end, start + timedelta(seconds=1))

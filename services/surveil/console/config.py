@@ -34,6 +34,7 @@ class ConsoleConfig:
     history_hours: float = 12.0  # how far back the floor's topics are read on start (the alerts: all)
     shift_starts: tuple[time, ...] = (time(7), time(15), time(23))  # Macau time
     max_rows: int = 500  # alerts listed at most (open ones first: a filter finds the rest)
+    export_dir: Path = Path("console-exports")  # the auditors' exports of alerts' rounds
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> ConsoleConfig:
@@ -58,6 +59,7 @@ class ConsoleConfig:
                 history_hours=float(env.get("CONSOLE_HISTORY_HOURS", "12")),
                 shift_starts=shift_starts,
                 max_rows=int(env.get("CONSOLE_MAX_ROWS", "500")),
+                export_dir=Path(env.get("CONSOLE_EXPORT_DIR", "console-exports")),
             )
         except ValueError as error:
             raise ConfigError(f"a CONSOLE_* setting is not valid: {error}") from None

@@ -12,10 +12,13 @@ import asyncio
 import contextlib
 import sys
 from collections.abc import AsyncIterator
+from datetime import datetime
+from pathlib import Path
 
 import uvicorn
 from starlette.applications import Starlette
 
+from ..analysis.export import Manifest, export_log
 from ..events.models import Event
 from ..runtime import logs, metrics
 from ..runtime.config import Settings
@@ -30,7 +33,11 @@ SERVICE = "console"
 def build(settings: Settings, config: ConsoleConfig) -> tuple[Starlette, Console]:
     """The app and its console, the feed started with the app and stopped with it."""
     writer = ActionWriter(settings)
-    console = Console(config, UserStore(config.users_file), writer, source=f"surveil-console/{settings.instance_id}")
+
+    def exporter(start: datetime, end: datetime, tables: list[str], out: Path) -> Manifest:
+        return export_log(settings, start, end, tables, out)
+
+    console = Console(config, UserStore(config.users_file), writer, source=f"surveil-console/{settings.instance_id}", exporter=exporter)
     app = create_app(console)
 
     @contextlib.asynccontextmanager

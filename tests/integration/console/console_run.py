@@ -113,11 +113,13 @@ class ConsoleProcess:
 
 
 def publish(client: Mapping[str, Any], prefix: str, events: Iterable[m.Event]) -> None:
-    """Each event to its topic (the deployment's), keyed by table, acknowledged by the broker."""
+    """Each event to its topic (the deployment's), keyed by table, acknowledged by the broker; the
+    record stamped with the event's time, as a live producer's are (it sends as things happen)."""
     producer = KafkaProducer(**client, acks="all", linger_ms=0)
     try:
         for event in events:
-            producer.send(prefix + event.topic, key=event.data.table_id.encode(), value=codec.encode(event))
+            stamp = int(event.time.timestamp() * 1000)
+            producer.send(prefix + event.topic, key=event.data.table_id.encode(), value=codec.encode(event), timestamp_ms=stamp)
         producer.flush(timeout=30)
     finally:
         producer.close(timeout=5)

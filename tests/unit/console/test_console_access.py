@@ -3,7 +3,12 @@ the session's end (docs/console.md, "Users and roles")."""
 
 from __future__ import annotations
 
+import re
 import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
 
 import pytest
 from starlette.routing import Route
@@ -11,6 +16,7 @@ from starlette.routing import Route
 from conftest import PASSWORDS, Room, csrf_of
 from surveil.console import app as console_app
 from surveil.console.app import create_app
+from surveil.events import models as m
 
 GET_PATHS = [
     "/",
@@ -199,3 +205,46 @@ def test_a_removed_user_is_out_at_the_next_request(room: Room) -> None:
     room.login(client, "olivia")
     room.console.users.remove("olivia")
     assert client.get("/").status_code == 401
+
+
+# ---- the auditor's export -------------------------------------------------------------------
+
+
+def test_only_an_auditor_exports_and_the_window_covers_the_shoe_and_the_round(room: Room, tmp_path: Path) -> None:
+    import dataclasses
+
+    asked: list[tuple[Any, ...]] = []
+
+    def exporter(start: datetime, end: datetime, tables: list[str], out: Path) -> SimpleNamespace:
+        asked.append((start, end, tables))
+        out.write_bytes(b"log")
+        return SimpleNamespace(
+            bytes=3, sha256="ab" * 32, events=1, events_by_type={"baccarat.round.opened": 1}, principal="console", software="x", warnings=[]
+        )
+
+    room.console.exporter = exporter
+    room.console.config = dataclasses.replace(room.console.config, export_dir=tmp_path / "exports")
+    alert = room.alerts[0]
+    for user in ("olivia", "sam"):
+        client = room.client()
+        token = room.login(client, user)
+        assert client.post(f"/alerts/{alert.data.alert_id}/export", data={"csrf_token": token}).status_code == 403, user
+    assert asked == []
+    client = room.client()
+    token = room.login(client, "audrey")
+    assert client.post(f"/alerts/{alert.data.alert_id}/export", data={}).status_code == 403  # CSRF
+    page = client.post(f"/alerts/{alert.data.alert_id}/export", data={"csrf_token": token})
+    assert page.status_code == 200, page.text
+    [(start, end, tables)] = asked
+    assert tables == [alert.data.table_id]
+    table = [e for e in room.events if e.data.table_id == alert.data.table_id]
+    shoe_start = next(e.time for e in table if isinstance(e, m.ShoeStarted))
+    round_done = next(e.time for e in table if isinstance(e, m.RoundCompleted) and e.data.round_id == alert.data.round_id)
+    assert start <= shoe_start and round_done < end <= round_done + timedelta(minutes=5)
+    link = re.search(r'href="(/exports/[^"]+\.jsonl\.gz)"', page.text)
+    assert link is not None
+    assert client.get(link.group(1)).content == b"log"
+    assert client.get("/exports/..%2Fusers.json").status_code == 404
+    other = room.client()
+    room.login(other, "sam")
+    assert other.get(link.group(1)).status_code == 403  # a supervisor may not download it either
