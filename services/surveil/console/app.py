@@ -196,9 +196,14 @@ class Console:
             self.hub.publish("alert", json.dumps({"id": entry.id, "seq": entry.seq, "html": self.render_row(entry)}))
         if changed:
             self.hub.publish("counts", json.dumps(self.counts()))
-        now = datetime.now(UTC)
+        now = self.floor_clock()
         for tile in tiles.values():
             self.hub.publish("tile", json.dumps({"id": tile.table_id, "html": self.render_tile(tile, now)}), floor_only=True)
+
+    def floor_clock(self) -> datetime:
+        """Now, by the floor's clock (the latest event's time; the wall clock before any): the
+        shift of a replayed or simulated floor is the one its events are in."""
+        return self.board.latest or datetime.now(UTC)
 
     def mark_caught_up(self) -> None:
         self.caught_up = True
@@ -447,7 +452,7 @@ def create_app(console: Console) -> Starlette:
         return FileResponse(path, filename=name)
 
     async def floor(request: Request) -> Response:
-        now = datetime.now(UTC)
+        now = console.floor_clock()
         tiles = [console.board.tiles[t] for t in sorted(console.board.tiles)]
         rendered = [Markup(console.render_tile(tile, now)) for tile in tiles]
         return page(request, "floor.html.j2", {"tiles": rendered, "shift_start": shift_start(now, config.shift_starts)})

@@ -99,12 +99,15 @@ class Board:
         self.by_table: dict[str, list[str]] = {}
         self.pending_actions: dict[str, list[m.AlertAction]] = {}  # read before their alert
         self.action_ids: set[str] = set()
+        self.latest: datetime | None = None  # the floor's clock: the latest time an event carried
         self._seq = 0
 
     # ---- the events ----------------------------------------------------------------------
 
     def ingest(self, event: m.Event) -> AlertEntry | Tile | None:
         """Take one event; what it changed (an alert or a table), or None."""
+        if not isinstance(event, m.AlertAction) and (self.latest is None or event.time > self.latest):
+            self.latest = event.time
         if isinstance(event, m.AlertRaised):
             return self._alert(event)
         if isinstance(event, m.AlertAction):

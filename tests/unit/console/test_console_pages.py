@@ -94,6 +94,7 @@ def test_the_floor_shows_every_table_coloured_by_its_worst_open_alert(room: Room
     assert "critical" in tiles["T01"].classes and "critical" in tiles["T02"].classes
     text = tiles["T01"].text()
     assert "shoe T01-S1" in text and "dealer D01" in text and "last B 9-8" in text  # the result as declared
+    assert "2 alerts this shift" in text and "1 alert this shift" in tiles["T02"].text()  # by the floor's clock
     room.console.deliver([action(a, "close", reason="false_alarm") for a in room.alerts if a.data.table_id == "T02"])
     tiles = {t.attrs["data-table"]: t for t in parse(logged_in(room).get("/floor").text).find_all("a", cls="tile")}
     assert "clear" in tiles["T02"].classes
