@@ -6,7 +6,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, time
 
 from conftest import floor_events
-
 from surveil.console.board import Board, shift_start
 from surveil.events import codec
 from surveil.events import models as m
