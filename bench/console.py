@@ -157,8 +157,7 @@ def send_alerts(producer: KafkaProducer, prefix: str, tables: int, count: int, r
     for n in range(count):
         a = alert(f"T{random.randrange(1, tables + 1):04d}", n, datetime.now(UTC))
         sent[a.data.alert_id] = time.time()
-        producer.send(prefix + a.topic, key=a.data.table_id.encode(), value=codec.encode(a))
-        producer.flush()
+        producer.send(prefix + a.topic, key=a.data.table_id.encode(), value=codec.encode(a)).get(timeout=30)
         delay = start + (n + 1) * interval - time.monotonic()
         if delay > 0:
             time.sleep(delay)
@@ -193,8 +192,9 @@ def main() -> None:
     create_topics(bootstrap, [prefix + t for t in ALL_TOPICS])
     folder = Path(tempfile.mkdtemp(prefix="bench-console-"))
     console = ConsoleProcess({**os.environ, "TOPIC_PREFIX": prefix, "LOG_LEVEL": "WARNING"}, folder)
-    producer = KafkaProducer(**kafka_client_config(bootstrap), acks="all", linger_ms=5)
-    floor = Floor(producer, prefix, args.tables) if args.mode == "load" else None
+    producer = KafkaProducer(**kafka_client_config(bootstrap), acks="all", linger_ms=0)  # the alerts'
+    floor_producer = KafkaProducer(**kafka_client_config(bootstrap), acks="all", linger_ms=5)
+    floor = Floor(floor_producer, prefix, args.tables) if args.mode == "load" else None
     try:
         console.start()
         console.wait_caught_up()
@@ -241,6 +241,7 @@ def main() -> None:
         if floor is not None:
             floor.stop.set()
         producer.close(timeout=5)
+        floor_producer.close(timeout=5)
         console.stop()
         delete_topics(bootstrap, [prefix + t for t in ALL_TOPICS])
         print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}; {datetime.now(UTC):%Y-%m-%d %H:%M} UTC; 2 cores")

@@ -143,3 +143,17 @@ def test_only_the_console_writes_the_alert_actions(unique_topics: dict[str, str]
     for principal in (ANOMALY_DETECTION, TABLE_CONTROLLER, SHOE_READER):
         assert produce_one(prefix_access.kafka_client(principal), unique_topics[topics.ALERT_ACTIONS]) is not None, principal
     assert produce_one(prefix_access.kafka_client(CONSOLE), unique_topics[topics.ALERT_ACTIONS]) is None
+
+
+def test_the_consoles_metrics_pass_promtool(console: ConsoleProcess) -> None:
+    import shutil
+    import subprocess
+    import urllib.request
+
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool is installed by ops/install.sh (Debian's prometheus)"
+    console.wait_caught_up()
+    text = urllib.request.urlopen(f"http://127.0.0.1:{console.metrics_port}/metrics", timeout=5).read()
+    assert b"surveil_console_caught_up 1.0" in text and b"surveil_console_records_total" in text
+    checked = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True, timeout=30)
+    assert checked.returncode == 0, checked.stdout.decode() + checked.stderr.decode()

@@ -48,26 +48,32 @@
     }
   }
 
+  const search = document.getElementById("floor-search");
+  const query = () => (search ? search.value.trim().toLowerCase() : "");
+
   function onTile(msg) {
+    // Only the tile that changed is touched: a thousand tables change a few dozen tiles a second.
     const old = document.getElementById("tile-" + msg.id);
     const tile = fragment(msg.html);
-    const tiles = document.getElementById("tiles");
-    if (old) old.replaceWith(tile); else if (tiles) tiles.append(tile);
-    applySearch();
+    const q = query();
+    tile.hidden = Boolean(q) && !tile.dataset.search.includes(q);
+    if (old) old.replaceWith(tile);
+    else {
+      const tiles = document.getElementById("tiles");
+      if (tiles) tiles.append(tile);
+      countShown();
+    }
   }
 
-  const search = document.getElementById("floor-search");
-  function applySearch() {
-    if (!search) return;
-    const q = search.value.trim().toLowerCase();
-    let shown = 0;
-    for (const tile of document.querySelectorAll("#tiles .tile")) {
-      const on = !q || tile.dataset.search.includes(q);
-      tile.hidden = !on;
-      if (on) shown++;
-    }
+  function countShown() {
     const count = document.getElementById("floor-shown");
-    if (count) count.textContent = shown;
+    if (count) count.textContent = document.querySelectorAll("#tiles .tile:not([hidden])").length;
+  }
+
+  function applySearch() {
+    const q = query();
+    for (const tile of document.querySelectorAll("#tiles .tile")) tile.hidden = Boolean(q) && !tile.dataset.search.includes(q);
+    countShown();
   }
   if (search) search.addEventListener("input", applySearch);
 
