@@ -319,6 +319,7 @@ class IncidentCollector:
         self.patrons: dict[str, PatronRecord] = {}
         self.dealers: dict[str, DealerRecord] = {}
         self.incidents: list[Incident] = []
+        self.by_alert_id: dict[str, Incident] = {}
         self.wanted: dict[tuple[str, str], set[int]] = {}  # (table, shoe) -> indices an alert needs the round of
         self.first_time: datetime | None = None
         self.last_time: datetime | None = None
@@ -533,6 +534,7 @@ class IncidentCollector:
         if rule == AlertCode.DEALER_ERROR_RATE and d.dealer_id:
             incident.dealer = self.dealers.get(d.dealer_id, DealerRecord()).copy()
         self.incidents.append(incident)
+        self.by_alert_id[d.alert_id] = incident
 
     @staticmethod
     def _repeat_source(table: TableTrail, shoe: ShoeTrail, evidence: dict[str, Any]) -> ShoeTrail | None:

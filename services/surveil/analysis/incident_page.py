@@ -884,7 +884,7 @@ class IncidentView:
 
 def incident_view(collector: IncidentCollector, alert_id: str, link: Callable[[str], tuple[str, str] | None] | None = None) -> IncidentView:
     """The alert's views as the report shows them, for a page of its own."""
-    incident = next((i for i in reversed(collector.incidents) if i.data.alert_id == alert_id), None)
+    incident = collector.by_alert_id.get(alert_id)
     if incident is None:
         return IncidentView(Markup(""), None, None, [])
     collector.resolve(incident)

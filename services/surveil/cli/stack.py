@@ -49,7 +49,9 @@ def _start(name: str, args: list[str], principal: str) -> int:
     RUN.mkdir(parents=True, exist_ok=True)
     log = open(RUN / f"{name}.log", "ab")
     env = service_env(principal, _operator_env())  # its own credentials only
-    env.setdefault("CONSOLE_USERS_FILE", str(CONSOLE_USERS))
+    if principal == CONSOLE:
+        env.setdefault("CONSOLE_USERS_FILE", str(CONSOLE_USERS))
+        env.setdefault("CONSOLE_EXPORT_DIR", str(CONSOLE_USERS.parent / "exports"))
     process = subprocess.Popen(
         [sys.executable, "-m", "surveil", *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
     )

@@ -71,6 +71,7 @@ class ConsoleProcess:
             "CONSOLE_PORT": str(self.port),
             "METRICS_PORT": str(self.metrics_port),
             "CONSOLE_USERS_FILE": str(self.folder / "users.json"),
+            "CONSOLE_EXPORT_DIR": str(self.folder / "exports"),
             "CONSOLE_SECRET_KEY": self.env.get("CONSOLE_SECRET_KEY") or secrets.token_hex(32),
             "ALERTMANAGER_WEBHOOK_TOKEN": self.token,
             "CONSOLE_HISTORY_HOURS": str(history_hours),
