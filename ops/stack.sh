@@ -115,7 +115,7 @@ ensure_installed() {
 # --- secrets ---------------------------------------------------------------------------------
 
 # Principals with a SCRAM credential on the broker, and Redis users (surveil.runtime.access).
-KAFKA_PRINCIPALS=(admin shoe-reader table-controller settlement anomaly-detection lag-exporter floor-simulator)
+KAFKA_PRINCIPALS=(admin shoe-reader table-controller settlement anomaly-detection lag-exporter floor-simulator auditor console)
 REDIS_USERS=(admin table-controller settlement)
 
 # KAFKA_SHOE_READER_PASSWORD, REDIS_ADMIN_PASSWORD, ...: the variables surveil.runtime.access reads.
@@ -134,6 +134,11 @@ secrets() {
   for name in "${REDIS_USERS[@]}"; do
     file=$SDIR/redis-$name.password
     [[ -s $file ]] || (umask 077 && openssl rand -hex 24 >"$file")
+  done
+  # The console's session-cookie key and the token Alertmanager's webhook presents to it.
+  for name in console-session alertmanager-webhook; do
+    file=$SDIR/$name.key
+    [[ -s $file ]] || (umask 077 && openssl rand -hex 32 >"$file")
   done
   ((KAFKA_TLS_PORT == 0)) || tls_certificates
   local admin_kafka admin_redis
@@ -154,6 +159,8 @@ secrets() {
     echo "REDIS_URL=redis://admin:$admin_redis@127.0.0.1:$REDIS_PORT/0"
     for name in "${KAFKA_PRINCIPALS[@]}"; do echo "$(password_variable kafka "$name")=$(<"$SDIR/kafka-$name.password")"; done
     for name in "${REDIS_USERS[@]}"; do echo "$(password_variable redis "$name")=$(<"$SDIR/redis-$name.password")"; done
+    echo "CONSOLE_SECRET_KEY=$(<"$SDIR/console-session.key")"
+    echo "ALERTMANAGER_WEBHOOK_TOKEN=$(<"$SDIR/alertmanager-webhook.key")"
   } >"$SDIR/stack.env.partial"
   chmod 600 "$SDIR/stack.env.partial"
   mv "$SDIR/stack.env.partial" "$SDIR/stack.env"
@@ -184,6 +191,9 @@ print_env() {
   grep -E '^KAFKA_(BOOTSTRAP|SECURITY_PROTOCOL|SASL_MECHANISM|SSL_CAFILE)=' "$SDIR/stack.env" | sed 's/^/export /'
   echo "export KAFKA_USERNAME=$name"
   echo "export KAFKA_PASSWORD=$(<"$SDIR/kafka-$name.password")"
+  if [[ $name == console ]]; then
+    grep -E '^(CONSOLE_SECRET_KEY|ALERTMANAGER_WEBHOOK_TOKEN)=' "$SDIR/stack.env" | sed 's/^/export /'
+  fi
   if [[ -s $SDIR/redis-$name.password ]]; then
     echo "export REDIS_URL=redis://$name:$(<"$SDIR/redis-$name.password")@127.0.0.1:$REDIS_PORT/0"
   else

@@ -49,6 +49,8 @@ WRITES = {
     access.ANOMALY_DETECTION: {topics.ALERTS, topics.DEADLETTER},
     access.LAG_EXPORTER: set(),
     access.FLOOR_SIMULATOR: {topics.INPUTS},
+    access.AUDITOR: set(),
+    access.CONSOLE: {topics.ALERT_ACTIONS},
 }
 # ... and who reads what.
 READS = {
@@ -58,6 +60,8 @@ READS = {
     access.ANOMALY_DETECTION: {topics.SHOE, topics.TABLE, topics.SETTLEMENT, topics.DEADLETTER},
     access.LAG_EXPORTER: set(),
     access.FLOOR_SIMULATOR: set(),
+    access.AUDITOR: {topics.SHOE, topics.TABLE, topics.SETTLEMENT},  # what an export reads
+    access.CONSOLE: {topics.SHOE, topics.TABLE, topics.SETTLEMENT, topics.ALERTS, topics.ALERT_ACTIONS},
 }
 
 

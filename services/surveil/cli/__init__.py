@@ -10,6 +10,8 @@ import importlib
 
 import click
 
+from .. import version
+
 # Each service's entry point; `surveil serve NAME` runs one.
 SERVICES = {
     "shoe-reader": "surveil.shoe_reader.service",
@@ -17,6 +19,7 @@ SERVICES = {
     "settlement": "surveil.settlement.service",
     "anomaly-detection": "surveil.anomaly_detection.service",
     "lag-exporter": "surveil.runtime.lag_exporter",
+    "console": "surveil.console.service",
 }
 
 # command name -> "module:attribute" of its click command
@@ -25,10 +28,12 @@ COMMANDS = {
     "simulate": "surveil.cli.simulate:simulate_command",
     "replay": "surveil.cli.replay:replay_command",
     "verify": "surveil.analysis.verify:verify_command",
+    "export": "surveil.cli.export:export_command",
     "ledger": "surveil.cli.ledger:ledger",
     "reconcile": "surveil.cli.ledger:reconcile",
     "up": "surveil.cli.stack:up_command",
     "down": "surveil.cli.stack:down_command",
+    "console": "surveil.console.commands:console_command",
 }
 
 
@@ -45,6 +50,7 @@ class _Commands(click.Group):
 
 
 @click.group(cls=_Commands)
+@click.version_option(version(), "--version", prog_name="surveil", message="%(prog)s %(version)s")
 def main() -> None:
     """Surveillance of Macau baccarat tables: every round replayed against the rules."""
 

@@ -103,7 +103,10 @@ def replay_command(
     if out:
         out.close()
     if incidents is not None and report_file:
-        report_file.write_text(incidents.render(result), encoding="utf-8")
+        from ..analysis.incident_page import sha256_of
+
+        digest = sha256_of(log) if log.is_file() else None  # the file as given (compressed or not)
+        report_file.write_text(incidents.render(result, digest), encoding="utf-8")
     Console().print(report.render(result, time.perf_counter() - started))
 
 

@@ -1,5 +1,6 @@
 """``surveil up`` / ``surveil down``: the full local stack on this machine: Kafka, Redis and
-Prometheus (ops/stack.sh), the four services and a simulated floor playing live into them.
+Prometheus (ops/stack.sh), the four services, the console and a simulated floor playing live
+into them.
 
 Each service runs as its own principal (docs/security.md): its credentials come from the
 stack's secrets (.stack/secrets/stack.env, written by ops/stack.sh), and it gets only its own.
@@ -17,14 +18,15 @@ from pathlib import Path
 
 import click
 
-from ..runtime.access import FLOOR_SIMULATOR, service_env
+from ..runtime.access import CONSOLE, FLOOR_SIMULATOR, service_env
 from ..runtime.config import DEFAULT_METRICS_PORTS
 
 ROOT = Path(__file__).resolve().parents[3]
 STACK = ROOT / "ops" / "stack.sh"
 RUN = ROOT / ".stack" / "run"  # pid and log files of what `up` started
 STACK_ENV = ROOT / ".stack" / "secrets" / "stack.env"  # an admin's environment: every principal's password
-SERVICES = ("shoe-reader", "table-controller", "settlement", "anomaly-detection")
+SERVICES = ("shoe-reader", "table-controller", "settlement", "anomaly-detection", CONSOLE)
+CONSOLE_USERS = ROOT / ".stack" / "console" / "users.json"  # the local console's users (0600)
 
 
 def _stack(command: str) -> None:
@@ -47,6 +49,9 @@ def _start(name: str, args: list[str], principal: str) -> int:
     RUN.mkdir(parents=True, exist_ok=True)
     log = open(RUN / f"{name}.log", "ab")
     env = service_env(principal, _operator_env())  # its own credentials only
+    if principal == CONSOLE:
+        env.setdefault("CONSOLE_USERS_FILE", str(CONSOLE_USERS))
+        env.setdefault("CONSOLE_EXPORT_DIR", str(CONSOLE_USERS.parent / "exports"))
     process = subprocess.Popen(
         [sys.executable, "-m", "surveil", *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
     )
@@ -82,7 +87,7 @@ def _wait_for_metrics(port: int, seconds: float = 60.0) -> bool:
 @click.option("--pace", type=click.FloatRange(min=0), default=50.0, show_default=True, help="Seconds per round (50: real pace).")
 @click.option("--inject", default="DRAW_BANKER_EXTRA,LATE_BET,CARD_MISMATCH", show_default=True, metavar="CODE[,CODE...]")
 def up_command(tables: int, shoes: int, pace: float, inject: str) -> None:
-    """Start Kafka, Redis, Prometheus, the four services and a simulated floor."""
+    """Start Kafka, Redis, Prometheus, the four services, the console and a simulated floor."""
     _stack("up")
     for service in SERVICES:
         if _running(service):
@@ -96,8 +101,15 @@ def up_command(tables: int, shoes: int, pace: float, inject: str) -> None:
         args = ["simulate", "--live", "--tables", str(tables), "--shoes", str(shoes), "--pace", str(pace)]
         pid = _start("simulator", [*args, "--inject", inject] if inject else args, FLOOR_SIMULATOR)
         click.echo(f"simulator: pid {pid}, {tables} tables at {pace:g} s a round")
+    console_port = os.environ.get("CONSOLE_PORT", "8088")
+    users = (
+        ""
+        if CONSOLE_USERS.exists()
+        else (f"\n  no users yet: CONSOLE_USERS_FILE={CONSOLE_USERS} surveil console users add NAME --role supervisor")
+    )
     click.echo(
-        f"\nPrometheus: http://127.0.0.1:9090 (alerts: /alerts, rules: /rules)\n"
+        f"\nConsole: http://127.0.0.1:{console_port}/{users}\n"
+        f"Prometheus: http://127.0.0.1:9090 (alerts: /alerts, rules: /rules)\n"
         f"Logs: {RUN}/*.log\nAlerts as they happen: the topic baccarat.alerts\n"
         "Grafana runs with docker compose (docs/deployment.md); here, query Prometheus directly.\n"
         "Stop everything: surveil down"

@@ -188,6 +188,36 @@ class AlertRaisedData(Data, frozen=True, kw_only=True, omit_defaults=True):
     chain: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")] | None = None
 
 
+# ---- baccarat.alert-actions: what the surveillance room did about an alert (the console) ------
+
+AlertActionKind = Literal["acknowledge", "assign", "note", "close"]
+CloseReason = Literal["confirmed", "false_alarm", "dealer_corrected"]
+Role = Literal["operator", "supervisor", "auditor"]
+Note = Annotated[str, msgspec.Meta(min_length=1, max_length=4000)]
+
+
+class AlertActionData(Data, frozen=True, kw_only=True, omit_defaults=True):
+    """One step in handling an alert: who (``user``, in ``role``) did what; the envelope's
+    ``time`` is when. ``assignee`` goes with ``assign``, ``reason`` with ``close``; a ``note``
+    with ``note`` (and may explain any other action)."""
+
+    alert_id: Id
+    action: AlertActionKind
+    user: Id
+    role: Role
+    assignee: Id | None = None
+    reason: CloseReason | None = None
+    note: Note | None = None
+
+    def __post_init__(self) -> None:
+        if (self.action == "assign") != (self.assignee is not None):
+            raise ValueError("assignee goes with an assign action, and only with it")
+        if (self.action == "close") != (self.reason is not None):
+            raise ValueError("reason goes with a close action, and only with it")
+        if self.action == "note" and self.note is None:
+            raise ValueError("a note action needs its note")
+
+
 # ---- baccarat.inputs: what the table's dealer console and sensors report (docs/table-inputs.md) --
 
 
@@ -358,6 +388,11 @@ class RoundSettled(Event, frozen=True, kw_only=True, tag="baccarat.round.settled
 class AlertRaised(Event, frozen=True, kw_only=True, tag="baccarat.alert.raised"):
     topic = topics.ALERTS
     data: AlertRaisedData
+
+
+class AlertAction(Event, frozen=True, kw_only=True, tag="baccarat.alert.action"):
+    topic = topics.ALERT_ACTIONS
+    data: AlertActionData
 
 
 class RoundOpen(Event, frozen=True, kw_only=True, tag="baccarat.input.round.open"):

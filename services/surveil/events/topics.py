@@ -15,4 +15,4 @@ DEADLETTER = "baccarat.deadletter"
 INPUTS = "baccarat.inputs"  # the table's dealer-console and bet-sensor inputs
 ALERT_ACTIONS = "baccarat.alert-actions"  # what the surveillance room did about each alert
 
-ALL_TOPICS: tuple[str, ...] = (SHOE, TABLE, SETTLEMENT, ALERTS, DEADLETTER, INPUTS)
+ALL_TOPICS: tuple[str, ...] = (SHOE, TABLE, SETTLEMENT, ALERTS, DEADLETTER, INPUTS, ALERT_ACTIONS)

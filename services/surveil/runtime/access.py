@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from ..events.topics import ALERTS, DEADLETTER, INPUTS, SETTLEMENT, SHOE, TABLE
+from ..events.topics import ALERT_ACTIONS, ALERTS, DEADLETTER, INPUTS, SETTLEMENT, SHOE, TABLE
 
 ADMIN = "admin"
 SHOE_READER = "shoe-reader"
@@ -49,9 +49,11 @@ SETTLEMENT_SERVICE = "settlement"
 ANOMALY_DETECTION = "anomaly-detection"  # also the faust app id: its group and internal topics' prefix
 LAG_EXPORTER = "lag-exporter"
 FLOOR_SIMULATOR = "floor-simulator"  # the simulator's live mode, or the floor's device gateway: baccarat.inputs
+AUDITOR = "auditor"  # reads the recorded evidence: `surveil export`, the console's auditor
+CONSOLE = "console"  # the surveillance room's web console: reads the floor and the alerts, writes baccarat.alert-actions
 
 SERVICES = (SHOE_READER, TABLE_CONTROLLER, SETTLEMENT_SERVICE, ANOMALY_DETECTION, LAG_EXPORTER)
-KAFKA_PRINCIPALS = (ADMIN, *SERVICES, FLOOR_SIMULATOR)
+KAFKA_PRINCIPALS = (ADMIN, *SERVICES, FLOOR_SIMULATOR, AUDITOR, CONSOLE)
 # Redis users: the services that keep state there, and the key namespace each owns
 # (runtime/state.py: every key is <REDIS_PREFIX><namespace>:...).
 REDIS_NAMESPACES = {TABLE_CONTROLLER: "table-controller", SETTLEMENT_SERVICE: "settlement"}
@@ -71,6 +73,8 @@ def kafka_passwords(env: Mapping[str, str] = os.environ) -> dict[str, str]:
         ANOMALY_DETECTION: env.get("KAFKA_ANOMALY_DETECTION_PASSWORD", ""),
         LAG_EXPORTER: env.get("KAFKA_LAG_EXPORTER_PASSWORD", ""),
         FLOOR_SIMULATOR: env.get("KAFKA_FLOOR_SIMULATOR_PASSWORD", ""),
+        AUDITOR: env.get("KAFKA_AUDITOR_PASSWORD", ""),
+        CONSOLE: env.get("KAFKA_CONSOLE_PASSWORD", ""),
     }
 
 
@@ -148,6 +152,17 @@ def kafka_grants(prefix: str = "") -> list[Grant]:
     allow(LAG_EXPORTER, "topic", ANOMALY_DETECTION, "describe", prefixed=True)
     # The floor's devices (dealer console, bet sensors: their gateway, or the simulator).
     allow(FLOOR_SIMULATOR, "topic", INPUTS, "write")
+    # The auditor exports the streams the detectors watch (analysis/export.py): READ, no group
+    # (its consumer is assigned its partitions and commits nothing), never a write.
+    for topic in (SHOE, TABLE, SETTLEMENT):
+        allow(AUDITOR, "topic", topic, "read")
+    # The console rebuilds the floor, the alerts and their handling from the topics on every
+    # start (partitions assigned, no consumer group), and alone writes what was done about an
+    # alert. It writes no dead letters: what it cannot read, the service that consumes that
+    # topic already refused; it skips and counts it.
+    for topic in (SHOE, TABLE, SETTLEMENT, ALERTS, ALERT_ACTIONS):
+        allow(CONSOLE, "topic", topic, "read")
+    allow(CONSOLE, "topic", ALERT_ACTIONS, "write")
     return grants
 
 
@@ -312,8 +327,11 @@ def set_redis_user(client: Any, user: str, password: str, rules: Iterable[str]) 
 
 # --- the environment of a service process ----------------------------------------------------
 
+# The console's own secrets (surveil.console.config): its session-cookie key and the token
+# Alertmanager's webhook presents.
+CONSOLE_SECRETS = ("CONSOLE_SECRET_KEY", "ALERTMANAGER_WEBHOOK_TOKEN")
 SECRET_VARIABLES = frozenset(
-    [password_variable("kafka", p) for p in KAFKA_PRINCIPALS] + [password_variable("redis", u) for u in REDIS_USERS]
+    [password_variable("kafka", p) for p in KAFKA_PRINCIPALS] + [password_variable("redis", u) for u in REDIS_USERS] + [*CONSOLE_SECRETS]
 )
 
 
@@ -324,6 +342,8 @@ def service_env(service: str, base: Mapping[str, str] = os.environ) -> dict[str,
     other principal's secret. Without passwords in ``base`` (a broker without authentication),
     ``base`` as it is."""
     env = {name: value for name, value in base.items() if name not in SECRET_VARIABLES}
+    if service == CONSOLE:
+        env |= {name: base[name] for name in CONSOLE_SECRETS if name in base}
     password = kafka_passwords(base).get(service)
     if not password:
         return dict(base)

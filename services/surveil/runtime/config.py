@@ -25,6 +25,7 @@ DEFAULT_METRICS_PORTS = {
     "settlement": 9103,
     "anomaly-detection": 9104,
     "lag-exporter": 9105,
+    "console": 9106,
 }
 
 

@@ -90,6 +90,16 @@ DATA: dict[str, dict[str, Any]] = {
         "dealer_id": "D3",
         "evidence": {"banker": ["3D", "KC", "4H"], "rule": "Art. 9(4)(1)"},
     },
+    # baccarat.alert-actions (the console)
+    "baccarat.alert.action": {
+        "table_id": TABLE,
+        "alert_id": "A1",
+        "action": "close",
+        "user": "mlei",
+        "role": "supervisor",
+        "reason": "dealer_corrected",
+        "note": "Banker's third card taken back before payout; see camera 7.",
+    },
     # baccarat.inputs (the table's console and sensors)
     "baccarat.input.round.open": {
         "table_id": TABLE,

@@ -109,6 +109,11 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("baccarat.bet.settled", change("data.result", "won"), "`$.data.result`"),
     ("baccarat.bet.settled", change("data.commission", -5), "`$.data.commission`"),
     ("baccarat.alert.raised", change("data.severity", "fatal"), "`$.data.severity`"),
+    ("baccarat.alert.action", change("data.reason", ...), "reason goes with a close action"),  # a close says why
+    ("baccarat.alert.action", change("data.reason", "tired"), "`$.data.reason`"),
+    ("baccarat.alert.action", change("data.action", "delete"), "`$.data.action`"),
+    ("baccarat.alert.action", change("data.role", "root"), "`$.data.role`"),
+    ("baccarat.alert.action", change("data.user", ...), "missing required field `user` - at `$.data`"),
     ("baccarat.bets.closed", change("specversion", "0.3"), "`$.specversion`"),
     ("baccarat.bets.closed", change("id", ""), "`$.id`"),
     ("baccarat.bets.closed", change("source", ...), "missing required field `source`"),

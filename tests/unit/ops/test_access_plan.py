@@ -23,6 +23,7 @@ PRODUCERS = {
     topics.SETTLEMENT: access.SETTLEMENT_SERVICE,
     topics.ALERTS: access.ANOMALY_DETECTION,
     topics.INPUTS: access.FLOOR_SIMULATOR,
+    topics.ALERT_ACTIONS: access.CONSOLE,
 }
 
 
@@ -58,9 +59,22 @@ def test_nobody_has_a_cluster_acl_or_all_operations() -> None:
 
 def test_the_lag_exporter_and_the_floor_only_see_what_they_must() -> None:
     plan = by_principal(access.kafka_grants())
+    # The console reads what it shows (no group: it reads from the start each time) and writes
+    # only what was done about the alerts.
+    assert plan[access.CONSOLE] == {
+        *(("read", "topic", t, "literal") for t in (topics.SHOE, topics.TABLE, topics.SETTLEMENT, topics.ALERTS, topics.ALERT_ACTIONS)),
+        ("write", "topic", topics.ALERT_ACTIONS, "literal"),
+    }
     assert {op for op, *_ in plan[access.LAG_EXPORTER]} == {"describe"}
     assert {name for op, resource, name, _ in plan[access.LAG_EXPORTER] if resource == "group"} == set(GROUPS)
     assert plan[access.FLOOR_SIMULATOR] == {("write", "topic", topics.INPUTS, "literal")}
+
+
+def test_the_auditor_reads_the_streams_an_export_reads_and_writes_nothing() -> None:
+    from surveil.analysis.export import EXPORTED
+
+    plan = by_principal(access.kafka_grants())
+    assert plan[access.AUDITOR] == {("read", "topic", topic, "literal") for topic in EXPORTED}
 
 
 def test_the_groups_and_transactional_ids_are_the_ones_the_code_uses() -> None:

@@ -45,6 +45,7 @@ SECRETS = {
     "GRAFANA_ADMIN_PASSWORD": "only-a-test-value",
     **{access.password_variable("kafka", p): f"test-kafka-{p}" for p in access.KAFKA_PRINCIPALS},
     **{access.password_variable("redis", u): f"test-redis-{u}" for u in access.REDIS_USERS},
+    **{name: f"test-{name.lower()}-{'x' * 32}" for name in access.CONSOLE_SECRETS},
 }
 
 INFRASTRUCTURE = {"kafka", "kafka-init", "kafka-access", "redis", "prometheus", "grafana"}
@@ -64,7 +65,10 @@ REQUIRED_ENV = {
     "settlement": BASELINE | {"PARTITIONS", "REDIS_URL"},
     "anomaly-detection": BASELINE | {"PARTITIONS"},  # faust's topic and table partitions
     "lag-exporter": BASELINE,
-    "kafka-init": {"KAFKA_BOOTSTRAP", "PARTITIONS"} | KAFKA_LOGIN,
+    # The console signs sessions with its key (it refuses to start without), keeps its users in a
+    # volume, listens on the host's side, and opens Alertmanager's webhook to its token only.
+    "console": BASELINE | {"CONSOLE_HOST", "CONSOLE_PORT", "CONSOLE_USERS_FILE", "CONSOLE_SECRET_KEY", "ALERTMANAGER_WEBHOOK_TOKEN"},
+    "kafka-init": {"KAFKA_BOOTSTRAP", "PARTITIONS", "EVIDENCE_RETENTION_DAYS", "DEADLETTER_RETENTION_DAYS"} | KAFKA_LOGIN,
     # Stores every principal's SCRAM credential: all their passwords.
     "kafka-access": {"KAFKA_BOOTSTRAP"} | KAFKA_LOGIN | {access.password_variable("kafka", p) for p in access.KAFKA_PRINCIPALS},
 }
@@ -609,8 +613,10 @@ def test_ports_are_the_ones_the_services_listen_on(deployment: Deployment) -> No
     # Replicas of a consumer service cannot share a host port: theirs stay on the compose network.
     for name in SCALABLE:
         assert not deployment.services[name].ports, f"{name} publishes a port, so it cannot be scaled"
+    console = deployment.services["console"]  # the surveillance room's browsers reach it
+    assert [target for *_, target in console.ports] == [int(console.environment["CONSOLE_PORT"])]
     for name in ("redis", *ONE_SHOT, *deployment.python_services):
-        if name != "shoe-reader":
+        if name not in ("shoe-reader", "console"):
             assert not deployment.services[name].ports, f"{name} needs no port on the host"
 
 
@@ -771,7 +777,7 @@ def test_each_service_logs_in_as_its_own_principal(deployment: Deployment, env: 
         # The CA it trusts with SASL_SSL is mounted where KAFKA_SSL_CAFILE says.
         cafile = Path(login["KAFKA_SSL_CAFILE"])
         assert any(kind == "bind" and cafile.parent == Path(target) for kind, _, target in service.mounts), f"{name}: no CA at {cafile}"
-    assert set(deployment.python_services) <= set(access.SERVICES)
+    assert set(deployment.python_services) <= {*access.SERVICES, access.CONSOLE}
     for job in ONE_SHOT:
         assert deployment.services[job].environment["KAFKA_USERNAME"] == access.ADMIN
 

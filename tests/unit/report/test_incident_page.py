@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import timedelta
 from pathlib import Path
 
 import msgspec
@@ -351,3 +352,40 @@ def test_a_first_card_burn_shows_its_count() -> None:
     [alert] = alerts
     text = page.by_id(f"alert-{alert.data.alert_id}").find("div", cls="block").text()
     assert "the first card was the 3\u2660, face value 3: 1 + 3. Due 4, burned 2." in text
+
+
+# ---- fit to hand on: provenance and Macau time --------------------------------------------------
+
+
+def test_the_provenance_names_the_logs_sha256_the_version_the_profile_and_each_tables_chain_head(floor: Floor) -> None:
+    import hashlib
+    import importlib.metadata
+
+    block = floor.page.by_id("provenance")
+    text = block.text()
+    assert hashlib.sha256(floor.log.read_bytes()).hexdigest() in text
+    assert f"baccarat-surveil {importlib.metadata.version('baccarat-surveil')}" in text
+    assert "house profile dicj" in text
+    heads = {row.find("th").text(): row.find("code").text() for row in block.find("table", cls="chain-heads").find_all("tr")}
+    last: dict[str, m.AlertRaised] = {}
+    for alert in floor.alerts:  # the file holds them in the order raised
+        last[alert.data.table_id] = alert
+    assert heads == {table: alert.data.chain for table, alert in last.items()}
+    assert all(re.fullmatch(r"[0-9a-f]{64}", chain) for chain in heads.values())
+
+
+def test_times_are_shown_in_macau_beside_utc(floor: Floor) -> None:
+    head = floor.page.find("header").text()
+    utc = re.search(r"Time span (2026-11-29 (\d\d):(\d\d:\d\d)) UTC", head)
+    assert utc is not None
+    macau_hour = (int(utc.group(2)) + 8) % 24
+    assert f"Macau time 2026-11-{29 + (int(utc.group(2)) + 8) // 24} {macau_hour:02d}:{utc.group(3)} Macau" in head
+    for alert in floor.alerts:
+        ids = floor.page.by_id(f"alert-{alert.data.alert_id}").find("p", cls="ids").text()
+        assert alert.time.strftime("%Y-%m-%d %H:%M:%S UTC") in ids
+        assert (alert.time + timedelta(hours=8)).strftime("%Y-%m-%d %H:%M:%S Macau") in ids
+
+
+def test_a_report_from_a_pipe_says_it_was_not_hashed() -> None:
+    page, _ = page_of(table(money_round))
+    assert "not computed" in page.by_id("provenance").text()
