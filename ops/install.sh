@@ -4,7 +4,8 @@
 #   ops/install.sh              everything: apt packages, the venv, the Kafka jars
 #   ops/install.sh venv kafka   only the parts named (apt | venv | kafka)
 #
-# apt:   redis-server, prometheus (+ promtool) and openssl from Debian, only when missing.
+# apt:   redis-server, prometheus (+ promtool), prometheus-alertmanager (+ amtool) and openssl from
+#        Debian, only when missing.
 # venv:  .venv with `pip install -e '.[test]'`, redone only when pyproject.toml changed
 #        (the stamp .venv/.pyproject.sha256 holds the hash of the one last installed).
 # kafka: the broker's jars from Maven Central into .stack/kafka/libs, fetched only when the
@@ -21,10 +22,11 @@ install_apt() {
   command -v redis-server >/dev/null || missing+=(redis-server)
   command -v openssl >/dev/null || missing+=(openssl) # the stack's secrets and TLS certificates
   if ! command -v prometheus >/dev/null || ! command -v promtool >/dev/null; then missing+=(prometheus); fi
+  if ! command -v prometheus-alertmanager >/dev/null || ! command -v amtool >/dev/null; then missing+=(prometheus-alertmanager); fi
   # The incident report's browser test; DejaVu has the suit symbols.
   command -v chromium >/dev/null || missing+=(chromium fonts-dejavu-core)
   if ((${#missing[@]} == 0)); then
-    say "apt: redis-server, prometheus, promtool, openssl and chromium are installed"
+    say "apt: redis-server, prometheus, promtool, prometheus-alertmanager, amtool, openssl and chromium are installed"
     return
   fi
   local sudo=()
@@ -34,6 +36,11 @@ install_apt() {
   # --no-install-recommends: prometheus recommends exporters we do not want running.
   "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # Debian starts the package's own Alertmanager on :9093, the stack's Kafka controller port;
+  # the stack runs its own (ops/stack.sh).
+  if [[ " ${missing[*]} " == *" prometheus-alertmanager "* && -d /run/systemd/system ]]; then
+    "${sudo[@]}" systemctl disable --now prometheus-alertmanager || true
+  fi
 }
 
 install_venv() {

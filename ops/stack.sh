@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# The local stack on 127.0.0.1: Kafka (KRaft, one node), Redis, Prometheus. State, logs and pid
-# files live under .stack/ (git-ignored); the programs come from ops/install.sh.
+# The local stack on 127.0.0.1: Kafka (KRaft, one node), Redis, Prometheus, Alertmanager. State,
+# logs and pid files live under .stack/ (git-ignored); the programs come from ops/install.sh.
 #
 #   ops/stack.sh up                          start what is not running, wait until each answers
-#   ops/stack.sh down [--wipe]               stop all three; --wipe also deletes their data
-#   ops/stack.sh status                      one line each; exit 0 only when all three run
+#   ops/stack.sh down [--wipe]               stop all four; --wipe also deletes their data
+#   ops/stack.sh status                      one line each; exit 0 only when all four run
 #   ops/stack.sh kill-kafka [--graceful]     SIGKILL the broker (SIGTERM with --graceful)
 #   ops/stack.sh restart-kafka [--graceful]  kill-kafka, start it again, wait until it serves
 #   ops/stack.sh restart-redis [--graceful]  SIGKILL Redis (SIGTERM with --graceful), start it again
@@ -14,15 +14,19 @@
 #                                            a user there), in force at once; restart its service
 #
 # Env: KAFKA_PORT (9092), KAFKA_CONTROLLER_PORT (9093), KAFKA_TLS_PORT (KAFKA_PORT + 2; 0: none),
-# REDIS_PORT (6379), PROMETHEUS_PORT (9090), PARTITIONS (6: the one partition count of every
-# topic in surveil.runtime.topic_admin).
+# REDIS_PORT (6379), PROMETHEUS_PORT (9090), ALERTMANAGER_PORT (9095), CONSOLE_PORT (8088: where
+# Alertmanager posts its pages), PARTITIONS (6: the one partition count of every topic in
+# surveil.runtime.topic_admin), EVIDENCE_RETENTION_DAYS (180) and DEADLETTER_RETENTION_DAYS (30):
+# the topics' retention, set when they are created and altered when they differ.
 #
 # Secured, always (docs/security.md): Kafka takes SASL/SCRAM-SHA-256 only (127.0.0.1:KAFKA_PORT
 # in plaintext, 127.0.0.1:KAFKA_TLS_PORT over TLS with a CA of its own) and authorizes with ACLs
 # (StandardAuthorizer, super user admin); Redis has one ACL user per service, and no one logs in
 # as its default user. The passwords are generated once into .stack/secrets/ (git-ignored, 0700),
-# with the TLS CA and certificate; .stack/secrets/stack.env is the environment of an admin shell
-# (ops/test.sh sources it; `ops/stack.sh env NAME` gives a service only its own credentials).
+# with the TLS CA and certificate, and Alertmanager's token for the console's webhook
+# (alertmanager-webhook.token); .stack/secrets/stack.env is the environment of an admin shell
+# (ops/test.sh sources it; `ops/stack.sh env NAME` gives a service only its own credentials),
+# ALERTMANAGER_WEBHOOK_TOKEN included.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 ROOT=$PWD
@@ -33,6 +37,9 @@ KAFKA_CONTROLLER_PORT=${KAFKA_CONTROLLER_PORT:-9093}
 KAFKA_TLS_PORT=${KAFKA_TLS_PORT:-$((KAFKA_PORT + 2))}
 REDIS_PORT=${REDIS_PORT:-6379}
 PROMETHEUS_PORT=${PROMETHEUS_PORT:-9090}
+# 9095: Alertmanager's own default (9093) and 9094 are Kafka's controller and TLS ports here.
+ALERTMANAGER_PORT=${ALERTMANAGER_PORT:-9095}
+CONSOLE_PORT=${CONSOLE_PORT:-8088}
 PARTITIONS=${PARTITIONS:-6}
 KAFKA_READY_TIMEOUT=${KAFKA_READY_TIMEOUT:-120} # seconds; a cold JVM on 2 cores needs ~10
 STOP_TIMEOUT=${STOP_TIMEOUT:-30}                # seconds between SIGTERM and SIGKILL
@@ -40,6 +47,7 @@ STOP_TIMEOUT=${STOP_TIMEOUT:-30}                # seconds between SIGTERM and SI
 KDIR=$ROOT/.stack/kafka
 RDIR=$ROOT/.stack/redis
 PDIR=$ROOT/.stack/prometheus
+ADIR=$ROOT/.stack/alertmanager
 SDIR=$ROOT/.stack/secrets
 PY=$ROOT/.venv/bin/python
 JAVA_OPTS=(-Xmx1g -Xms256m -XX:+UseG1GC -Djava.awt.headless=true
@@ -108,8 +116,9 @@ stop_pid() {
 ensure_installed() {
   [[ -x $PY ]] || bash ops/install.sh venv
   [[ -f $KDIR/libs/.pom.sha256 ]] || bash ops/install.sh kafka
-  command -v redis-server >/dev/null && command -v prometheus >/dev/null && command -v openssl >/dev/null ||
-    die "redis-server, prometheus or openssl missing: run ops/install.sh"
+  command -v redis-server >/dev/null && command -v prometheus >/dev/null && command -v openssl >/dev/null &&
+    command -v prometheus-alertmanager >/dev/null ||
+    die "redis-server, prometheus, prometheus-alertmanager or openssl missing: run ops/install.sh"
 }
 
 # --- secrets ---------------------------------------------------------------------------------
@@ -135,11 +144,12 @@ secrets() {
     file=$SDIR/redis-$name.password
     [[ -s $file ]] || (umask 077 && openssl rand -hex 24 >"$file")
   done
-  # The console's session-cookie key and the token Alertmanager's webhook presents to it.
-  for name in console-session alertmanager-webhook; do
-    file=$SDIR/$name.key
-    [[ -s $file ]] || (umask 077 && openssl rand -hex 32 >"$file")
-  done
+  # The console's session-cookie key.
+  file=$SDIR/console-session.key
+  [[ -s $file ]] || (umask 077 && openssl rand -hex 32 >"$file")
+  # The bearer token of Alertmanager's webhook to the console (no newline: it is sent as it is).
+  file=$SDIR/alertmanager-webhook.token
+  [[ -s $file ]] || (umask 077 && openssl rand -hex 32 | tr -d '\n' >"$file")
   ((KAFKA_TLS_PORT == 0)) || tls_certificates
   local admin_kafka admin_redis
   admin_kafka=$(<"$SDIR/kafka-admin.password")
@@ -160,7 +170,8 @@ secrets() {
     for name in "${KAFKA_PRINCIPALS[@]}"; do echo "$(password_variable kafka "$name")=$(<"$SDIR/kafka-$name.password")"; done
     for name in "${REDIS_USERS[@]}"; do echo "$(password_variable redis "$name")=$(<"$SDIR/redis-$name.password")"; done
     echo "CONSOLE_SECRET_KEY=$(<"$SDIR/console-session.key")"
-    echo "ALERTMANAGER_WEBHOOK_TOKEN=$(<"$SDIR/alertmanager-webhook.key")"
+    echo "ALERTMANAGER_WEBHOOK_TOKEN=$(<"$SDIR/alertmanager-webhook.token")"
+    echo "ALERTMANAGER_URL=http://127.0.0.1:$ALERTMANAGER_PORT"
   } >"$SDIR/stack.env.partial"
   chmod 600 "$SDIR/stack.env.partial"
   mv "$SDIR/stack.env.partial" "$SDIR/stack.env"
@@ -429,11 +440,15 @@ redis_stop() { # [SIGNAL]
 
 prometheus_start() {
   local pid
+  mkdir -p "$PDIR"
+  # Where the rules' alerts go (ops/prometheus/prometheus.yml reads this file, and rereads it
+  # when it changes).
+  echo "- targets: [127.0.0.1:$ALERTMANAGER_PORT]" >"$PDIR/alertmanagers.yml"
   if pid=$(live_pid "$PDIR/prometheus.pid" prometheus); then
-    say "prometheus: already running (pid $pid)"
+    say "prometheus: already running (pid $pid); reloading its configuration and rules"
+    curl -fsS -o /dev/null -X POST "http://127.0.0.1:$PROMETHEUS_PORT/-/reload" || die "prometheus: reload failed, see $PDIR/prometheus.log"
   else
     port_free_or_die "$PROMETHEUS_PORT" prometheus
-    mkdir -p "$PDIR"
     say "prometheus: starting on 127.0.0.1:$PROMETHEUS_PORT (ops/prometheus/prometheus.yml), log $PDIR/prometheus.log"
     spawn "$PDIR/prometheus.pid" "$PDIR/prometheus.log" prometheus \
       --config.file="$ROOT/ops/prometheus/prometheus.yml" \
@@ -458,6 +473,52 @@ prometheus_stop() {
   fi
 }
 
+# --- Alertmanager ----------------------------------------------------------------------------
+
+# Its configuration is ops/alertmanager/alertmanager.yml with the console on CONSOLE_PORT and the
+# token's absolute path; written on every start, reloaded when it changed.
+alertmanager_config() {
+  mkdir -p "$ADIR"
+  sed -e "s#http://127.0.0.1:8088/#http://127.0.0.1:$CONSOLE_PORT/#" \
+    -e "s#credentials_file: .*alertmanager-webhook.token#credentials_file: $SDIR/alertmanager-webhook.token#" \
+    "$ROOT/ops/alertmanager/alertmanager.yml" >"$ADIR/alertmanager.yml.partial"
+  amtool check-config "$ADIR/alertmanager.yml.partial" >/dev/null || die "alertmanager: $ADIR/alertmanager.yml.partial is not valid (amtool check-config)"
+  mv "$ADIR/alertmanager.yml.partial" "$ADIR/alertmanager.yml"
+}
+
+alertmanager_start() {
+  local pid
+  alertmanager_config
+  if pid=$(live_pid "$ADIR/alertmanager.pid" prometheus-alertmanager); then
+    say "alertmanager: already running (pid $pid); reloading its configuration"
+    curl -fsS -o /dev/null -X POST "http://127.0.0.1:$ALERTMANAGER_PORT/-/reload" || die "alertmanager: reload failed, see $ADIR/alertmanager.log"
+  else
+    port_free_or_die "$ALERTMANAGER_PORT" alertmanager
+    say "alertmanager: starting on 127.0.0.1:$ALERTMANAGER_PORT (pages to the console on :$CONSOLE_PORT), log $ADIR/alertmanager.log"
+    # --cluster.listen-address= : one instance, no gossip port.
+    spawn "$ADIR/alertmanager.pid" "$ADIR/alertmanager.log" prometheus-alertmanager \
+      --config.file="$ADIR/alertmanager.yml" \
+      --storage.path="$ADIR/data" \
+      --web.listen-address="127.0.0.1:$ALERTMANAGER_PORT" \
+      --cluster.listen-address=
+  fi
+  for _ in {1..300}; do
+    curl -fsS -o /dev/null "http://127.0.0.1:$ALERTMANAGER_PORT/-/ready" 2>/dev/null && { say "alertmanager: /-/ready answered"; return; }
+    sleep 0.1
+  done
+  die "alertmanager not ready within 30 s, see $ADIR/alertmanager.log"
+}
+
+alertmanager_stop() {
+  local pid
+  if pid=$(live_pid "$ADIR/alertmanager.pid" prometheus-alertmanager); then
+    stop_pid alertmanager "$pid" TERM "$ALERTMANAGER_PORT"
+    rm -f "$ADIR/alertmanager.pid"
+  else
+    say "alertmanager: not running"
+  fi
+}
+
 # --- commands --------------------------------------------------------------------------------
 
 status() {
@@ -473,6 +534,7 @@ status() {
   check kafka "$KDIR/kafka.pid" kafka.Kafka "$KAFKA_PORT"
   check redis "$RDIR/redis.pid" redis-server "$REDIS_PORT"
   check prometheus "$PDIR/prometheus.pid" prometheus "$PROMETHEUS_PORT"
+  check alertmanager "$ADIR/alertmanager.pid" prometheus-alertmanager "$ALERTMANAGER_PORT"
   return $ok
 }
 
@@ -485,20 +547,22 @@ case $cmd in
     ensure_installed
     secrets
     redis_start
+    alertmanager_start
     prometheus_start
     kafka_start
     kafka_topics
     kafka_access
-    say "up: kafka 127.0.0.1:$KAFKA_PORT (SASL/SCRAM), redis://127.0.0.1:$REDIS_PORT/0 (ACL users), prometheus http://127.0.0.1:$PROMETHEUS_PORT"
+    say "up: kafka 127.0.0.1:$KAFKA_PORT (SASL/SCRAM), redis://127.0.0.1:$REDIS_PORT/0 (ACL users), prometheus http://127.0.0.1:$PROMETHEUS_PORT, alertmanager http://127.0.0.1:$ALERTMANAGER_PORT"
     say "credentials: .stack/secrets/stack.env (an admin's environment); one service's: ops/stack.sh env NAME"
     ;;
   down)
     kafka_stop TERM
     redis_stop
     prometheus_stop
+    alertmanager_stop
     if [[ ${1:-} == --wipe ]]; then
       say "wiping the data in .stack/ (the Kafka jars and the secrets stay)"
-      rm -rf "$KDIR/data" "$KDIR/server.properties" "$KDIR"/kafka.log* "$RDIR" "$PDIR"
+      rm -rf "$KDIR/data" "$KDIR/server.properties" "$KDIR"/kafka.log* "$RDIR" "$PDIR" "$ADIR"
     fi
     ;;
   status) status ;;
@@ -516,7 +580,7 @@ case $cmd in
   env) print_env "${1:-}" ;;
   rotate) rotate "${1:-}" ;;
   *)
-    sed -n '2,25p' "$0" >&2
+    sed -n '2,29p' "$0" >&2
     exit 2
     ;;
 esac

@@ -49,6 +49,7 @@ from ..detect.floor import chart_finding
 from ..detect.watch import DealerRound, Fact, PatronBet, TableState, TableWatch
 from ..events import codec, deadletter, topics
 from ..events.models import AlertRaised
+from ..runtime import logs
 from ..runtime.config import Settings
 from ..runtime.kafka import partition_for
 from . import metrics
@@ -126,6 +127,7 @@ app = App(
     broker_session_timeout=10.0,  # a killed worker's partitions move on after 10 s, not 60
     broker_heartbeat_interval=3.0,
     broker_commit_interval=1.0,  # what a crash can make it republish: about a second's outputs
+    logging_config=logs.logging_config(SERVICE, settings.log_level),  # faust's, aiokafka's lines as JSON, as ours
 )
 
 alerts_topic = app.topic(settings.topic(topics.ALERTS), key_type=bytes, value_type=bytes)
@@ -141,6 +143,16 @@ pattern_alerts_topic = app.topic(
 WATCHED = (topics.SHOE, topics.TABLE, topics.SETTLEMENT, PATTERN_ALERTS, topics.DEADLETTER)
 streams = app.topic(*(settings.topic(name) for name in WATCHED), key_type=bytes, value_type=bytes)
 TOPICS = {topics.ALERTS: alerts_topic, topics.DEADLETTER: deadletters_topic, "facts": facts_topic, PATTERN_ALERTS: pattern_alerts_topic}
+# What each record's value is (events/topics.py): the pattern alerts are events, the facts and the
+# tables' values this service's own MessagePack. Each send gets a list of its own (faust may add
+# to the one it is given).
+MSGPACK_HEADERS = ((topics.CONTENT_TYPE, topics.MSGPACK),)
+HEADERS = {
+    topics.ALERTS: tuple(topics.headers(topics.ALERTS)),
+    topics.DEADLETTER: tuple(topics.headers(topics.DEADLETTER)),
+    "facts": MSGPACK_HEADERS,
+    PATTERN_ALERTS: tuple(topics.headers(topics.ALERTS)),
+}
 
 watch_table = app.Table("table-watch", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
 chart_table = app.Table("pattern-charts", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
@@ -176,7 +188,7 @@ def _alert_outputs(source: str, alerts: list[AlertRaised], watched: Watched) -> 
 
 async def _publish(outputs: list[Output]) -> None:
     for output in outputs:
-        await TOPICS[output.topic].send(key=output.key, value=output.value)
+        await TOPICS[output.topic].send(key=output.key, value=output.value, headers=list(HEADERS[output.topic]))
 
 
 @app.agent(streams)
@@ -197,7 +209,7 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
             letter = deadletter.dead_letter(
                 SERVICE, raw, str(error), origin=message.topic, topic=message.topic, partition=message.partition, offset=message.offset
             )
-            await deadletters_topic.send(key=event.key or b"", value=deadletter.encode(letter))
+            await deadletters_topic.send(key=event.key or b"", value=deadletter.encode(letter), headers=list(HEADERS[topics.DEADLETTER]))
             metrics.DEAD_LETTERS.labels(SERVICE, message.topic).inc()
             continue
         key = decoded.subject.encode()
@@ -304,7 +316,9 @@ async def _write_changed(assigned: Set[TP]) -> None:
         _set(chart_table, key, _encode(charted), facts, changelog)
     _changed.clear()
     _changed_charts.clear()
-    sent = [await app.producer.send(topic, key, value, partition, None, None) for topic, partition, key, value in changelog]
+    sent = [
+        await app.producer.send(topic, key, value, partition, None, list(MSGPACK_HEADERS)) for topic, partition, key, value in changelog
+    ]
     for delivered in sent:
         await delivered
 

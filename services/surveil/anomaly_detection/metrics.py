@@ -36,16 +36,18 @@ ALERTS = Counter("surveil_alerts_total", "Alerts raised, by rule and severity.",
 # that Prometheus' increase() and rate() cannot see, and a rule's first alert is the one that counts.
 for _code, _severity in SEVERITY.items():
     ALERTS.labels(_code.value, _severity.value)
-# The same alerts by table and by patron, for the drill-down and patron dashboards. Their series
-# start with a table's or patron's first alert: labels that many are not made up front.
-TABLE_ALERTS = Counter("surveil_table_alerts_total", "Alerts raised at a table, by rule.", ["table", "rule"])
+# The same alerts by table and by patron, for the drill-down and patron dashboards, and by table
+# for the page that names it (SurveilCriticalAlert: severity is the rule's own, so it adds no
+# series). Their series start with a table's or patron's first alert: labels that many are not
+# made up front.
+TABLE_ALERTS = Counter("surveil_table_alerts_total", "Alerts raised at a table, by rule and severity.", ["table", "rule", "severity"])
 PATRON_ALERTS = Counter("surveil_patron_alerts_total", "Alerts that name a patron, by rule.", ["patron", "rule"])
 
 
 def alert_raised(alert: m.AlertRaised) -> None:
     d = alert.data
     ALERTS.labels(d.rule, d.severity).inc()
-    TABLE_ALERTS.labels(alert.subject, d.rule).inc()
+    TABLE_ALERTS.labels(alert.subject, d.rule, d.severity).inc()
     if d.patron_id:
         PATRON_ALERTS.labels(d.patron_id, d.rule).inc()
 

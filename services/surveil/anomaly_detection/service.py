@@ -17,5 +17,6 @@ def main() -> None:
     # rebalance that this causes left the worker's streams stalled for good.
     create_topics(settings.kafka_bootstrap, [settings.topic(name) for name in (FACTS, PATTERN_ALERTS)], settings.partitions)
     metrics.serve(settings.metrics_port)
-    sys.argv = [sys.argv[0], "worker", "--loglevel", settings.log_level.lower(), "--without-web"]
+    # --quiet: no banner on stdout; the logs say what it would (JSON, runtime/logs.py).
+    sys.argv = [sys.argv[0], "--quiet", "worker", "--loglevel", settings.log_level.lower(), "--without-web"]
     app.main()

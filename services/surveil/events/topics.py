@@ -1,8 +1,12 @@
-"""The Kafka topics of the contract: each one's name, in one place.
+"""The Kafka topics of the contract: each one's name, in one place; and what a record on each says
+its value is.
 
 Every topic is keyed by ``table_id`` and all share one partition count, so that each table's
 events stay in order on one partition and the detectors can read the topics co-partitioned
-(docs/contract.md, "Topics").
+(docs/contract.md, "Topics"). Every record the system writes carries a ``content-type`` header:
+an event is a CloudEvent in the Kafka protocol binding's structured mode
+(``application/cloudevents+json``), a dead letter is plain JSON (``application/json``: it is
+not an event), anomaly-detection's internal records MessagePack (``application/vnd.msgpack``).
 """
 
 from __future__ import annotations
@@ -16,3 +20,14 @@ INPUTS = "baccarat.inputs"  # the table's dealer-console and bet-sensor inputs
 ALERT_ACTIONS = "baccarat.alert-actions"  # what the surveillance room did about each alert
 
 ALL_TOPICS: tuple[str, ...] = (SHOE, TABLE, SETTLEMENT, ALERTS, DEADLETTER, INPUTS, ALERT_ACTIONS)
+
+CONTENT_TYPE = "content-type"  # the header name of the CloudEvents Kafka protocol binding
+CLOUDEVENTS_JSON = b"application/cloudevents+json"
+JSON = b"application/json"
+MSGPACK = b"application/vnd.msgpack"
+
+
+def headers(topic: str) -> list[tuple[str, bytes]]:
+    """The headers of a record the system writes on ``topic`` (its contract name): a new list,
+    which the caller may extend (a device's signature)."""
+    return [(CONTENT_TYPE, JSON if topic == DEADLETTER else CLOUDEVENTS_JSON)]

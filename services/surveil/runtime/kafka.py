@@ -91,9 +91,9 @@ class Publisher:
 
     def publish_raw(self, topic: str, key: bytes, value: bytes) -> Any:
         device = SIGNED_TOPICS.get(topic)
-        headers = None
+        headers = topics.headers(topic)
         if self.keys is not None and device is not None:
-            headers = [(SIGNATURE_HEADER, self.keys.sign(device(key.decode()), value).encode())]
+            headers.append((SIGNATURE_HEADER, self.keys.sign(device(key.decode()), value).encode()))
         future = self.producer.send(self.topic_prefix + topic, key=key, value=value, headers=headers)
         metrics.EVENTS_PRODUCED.labels(self.service, topic).inc()
         return future
@@ -298,7 +298,14 @@ class KafkaRunner:
                 epoch = manager.producer_id_and_epoch
                 self.producer.begin_transaction()
                 sent = [
-                    self.producer.send(topic, key=key, value=value, partition=self._partition(topic, key)) for topic, key, value in outputs
+                    self.producer.send(
+                        topic,
+                        key=key,
+                        value=value,
+                        partition=self._partition(topic, key),
+                        headers=topics.headers(topic.removeprefix(self.topic_prefix)),
+                    )
+                    for topic, key, value in outputs
                 ]
                 self.producer.send_offsets_to_transaction(
                     {tp: OffsetAndMetadata(offset + 1, "", -1) for tp, offset in offsets.items()},

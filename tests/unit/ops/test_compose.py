@@ -48,7 +48,7 @@ SECRETS = {
     **{name: f"test-{name.lower()}-{'x' * 32}" for name in access.CONSOLE_SECRETS},
 }
 
-INFRASTRUCTURE = {"kafka", "kafka-init", "kafka-access", "redis", "prometheus", "grafana"}
+INFRASTRUCTURE = {"kafka", "kafka-init", "kafka-access", "redis", "prometheus", "alertmanager", "grafana"}
 ONE_SHOT = {"kafka-init", "kafka-access"}
 # Consumer-group members: more replicas share the partitions (docs/deployment.md, "Scaling").
 SCALABLE = {"table-controller", "settlement", "anomaly-detection"}
@@ -633,6 +633,7 @@ def test_mounted_host_paths_exist_in_the_repository_and_named_volumes_are_declar
     assert mounts.get("/etc/grafana/provisioning") == str(ROOT / "ops/grafana/provisioning")
     assert mounts.get("/var/lib/grafana/dashboards") == str(ROOT / "ops/grafana/dashboards")
     assert mounts.get("/etc/prometheus") == str(PROMETHEUS_DIR)
+    assert mounts.get("/etc/alertmanager") == str(ROOT / "ops/alertmanager")
     assert ("volume", "redis-data", "/data") in deployment.services["redis"].mounts
 
 
