@@ -13,7 +13,7 @@ partitions and the offsets it covers, the window, the tables, the software's ver
   the last committed record ends there, at the time of the export.
 - The log replays to the alerts the live detectors raised: each table's events keep the order of
   their topic (a table is on one partition), which is all a table's checks depend on
-  (``surveil.detect.table``), and the streams are merged by event time, as they happened at the
+  (``surveil.detect.watch``), and the streams are merged by event time, as they happened at the
   tables, for the charts that follow patrons and dealers across tables.
 - What the live detectors refuse is left out, so that a replay does not see it either: a record
   that is not a contract event, or an event on a topic it does not belong to (each one listed in
