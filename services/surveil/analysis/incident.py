@@ -43,10 +43,11 @@ import msgspec
 from ..core import money
 from ..core.cards import CARDS
 from ..core.findings import AlertCode
-from ..core.money import Commission, Settlement, Spot
+from ..core.money import Commission, Settlement
 from ..core.play import Coup, Outcome, RoundResult, banker_rule, deal, hand_total, player_rule, result_of
 from ..core.profiles import InvalidProfileError, load_profile
 from ..core.shoe import CARDS_PER_DECK
+from ..core.table import Bet, HandCard, Round, decided_bets
 from ..detect import patterns
 from ..detect.watch import DEALER_CODES, RECENT_ROUNDS
 from ..events import models as m
@@ -164,41 +165,36 @@ class ShoeTrail:
 
 
 @dataclass(slots=True)
-class BetTrail:
-    bet_id: str
-    patron_id: str
-    seat: str
-    spot: Spot
-    amount: int
-    history: list[tuple[datetime, str, str, int, bool]] = field(default_factory=list)  # time, action, spot, amount, late
-    carried_from: str | None = None  # the round whose tie carried it here (Art. 12)
-    withdrawn: bool = False
-
-
-@dataclass(slots=True)
 class RoundTrail:
-    table_id: str
-    round_id: str
-    opened: m.RoundOpenedData | None = None
-    opened_at: datetime | None = None
-    bets: dict[str, BetTrail] = field(default_factory=dict)
+    """A round as the log told of it: the core's model of it (``round``: terms, bets, hands,
+    declared result), and what the report shows besides: when each step came, each bet's history,
+    the burns of the round, the settlements as they were published."""
+
+    round: Round
+    opened_at: datetime
     closed_at: datetime | None = None
-    burns: list[int] = field(default_factory=list)
-    completed: m.RoundCompletedData | None = None
     completed_at: datetime | None = None
-    voided: m.RoundVoidedData | None = None
+    void_reason: str | None = None
+    carried_from: str | None = None  # the round whose tie carried bets into this one (Art. 12)
+    burns: list[int] = field(default_factory=list)
+    history: dict[str, list[tuple[datetime, str, str, int, bool]]] = field(
+        default_factory=dict
+    )  # bet id -> time, action, spot, amount, late
     settlements: list[tuple[datetime, str, m.BetSettledData]] = field(default_factory=list)  # time, event id, data
     round_settled: list[m.RoundSettledData] = field(default_factory=list)
     pinned: bool = False
 
     @property
-    def shoe_id(self) -> str | None:
-        if self.opened is not None:
-            return self.opened.shoe_id
-        return self.completed.shoe_id if self.completed is not None else None
+    def table_id(self) -> str:
+        return self.round.table_id
 
-    def active_bets(self) -> list[BetTrail]:
-        return [bet for bet in self.bets.values() if not bet.withdrawn]
+    @property
+    def round_id(self) -> str:
+        return self.round.round_id
+
+    @property
+    def shoe_id(self) -> str:
+        return self.round.shoe_id
 
 
 class TableTrail:
@@ -216,8 +212,8 @@ class TableTrail:
     def round(self, round_id: str) -> RoundTrail | None:
         return self.rounds.get(round_id) or self.pinned_rounds.get(round_id)
 
-    def new_round(self, round_id: str) -> RoundTrail:
-        rnd = self.rounds[round_id] = RoundTrail(self.table_id, round_id)
+    def new_round(self, played: Round, opened_at: datetime) -> RoundTrail:
+        rnd = self.rounds[played.round_id] = RoundTrail(played, opened_at)
         if len(self.rounds) > ROUND_WINDOW:
             self.rounds.popitem(last=False)
         return rnd
@@ -380,21 +376,14 @@ class IncidentCollector:
         if table.round(d.round_id) is not None:
             return  # redelivered
         previous = table.round(table.last_round_id) if table.last_round_id else None
-        rnd = table.new_round(d.round_id)
-        rnd.opened, rnd.opened_at = d, event.time
-        if previous is not None and previous.completed is not None:
-            for bet_id in d.carried_bet_ids:
-                bet = previous.bets.get(bet_id)
-                if bet is not None and not bet.withdrawn:
-                    rnd.bets[bet_id] = BetTrail(
-                        bet.bet_id,
-                        bet.patron_id,
-                        bet.seat,
-                        bet.spot,
-                        bet.amount,
-                        [(event.time, "carried", str(bet.spot), bet.amount, False)],
-                        previous.round_id,
-                    )
+        played = Round(d.table_id, d.round_id, d.shoe_id, d.round_no, d.dealer_id, d.profile, d.demo, d.min_bet, d.max_bet, d.currency)
+        rnd = table.new_round(played, event.time)
+        if previous is not None:
+            played.carry_over(previous.round, d.carried_bet_ids)
+            for bet in played.bets.values():
+                rnd.history[bet.bet_id] = [(event.time, "carried", str(bet.spot), bet.amount, False)]
+            if played.bets:
+                rnd.carried_from = previous.round_id
         table.last_round_id = d.round_id
         self.profiles[d.profile] += 1
         table.shoe(d.shoe_id).slot(d.round_id)
@@ -406,22 +395,22 @@ class IncidentCollector:
         rnd = self.table(d.table_id).round(d.round_id)
         if rnd is None:
             return
-        late = rnd.closed_at is not None or rnd.completed is not None or rnd.voided is not None
+        played = rnd.round
+        late = rnd.closed_at is not None or played.ended
         if isinstance(d, m.BetPlacedData):
-            if d.bet_id not in rnd.bets:
-                rnd.bets[d.bet_id] = BetTrail(
-                    d.bet_id, d.patron_id, d.seat, d.spot, d.amount, [(event.time, "placed", str(d.spot), d.amount, late)]
-                )
+            if d.bet_id not in played.bets:
+                played.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount)
+                rnd.history[d.bet_id] = [(event.time, "placed", str(d.spot), d.amount, late)]
             return
-        bet = rnd.bets.get(d.bet_id)
+        bet = played.bets.get(d.bet_id)
         if bet is None:
             return
         if isinstance(d, m.BetChangedData):
             bet.spot, bet.amount = d.spot, d.amount
-            bet.history.append((event.time, "changed", str(d.spot), d.amount, late))
+            rnd.history[d.bet_id].append((event.time, "changed", str(d.spot), d.amount, late))
         else:
             bet.withdrawn = True
-            bet.history.append((event.time, "withdrawn", str(bet.spot), bet.amount, late))
+            rnd.history[d.bet_id].append((event.time, "withdrawn", str(bet.spot), bet.amount, late))
 
     def _bets_closed(self, event: m.BetsClosed) -> None:
         rnd = self.table(event.data.table_id).round(event.data.round_id)
@@ -445,50 +434,50 @@ class IncidentCollector:
         d = event.data
         table = self.table(d.table_id)
         rnd = table.round(d.round_id)
-        if rnd is None or rnd.completed is not None or rnd.voided is not None:
+        if rnd is None or rnd.round.ended:
             return
-        rnd.completed, rnd.completed_at = d, event.time
+        played = rnd.round
+        played.complete(
+            [HandCard(x.index, x.card) for x in d.player],
+            [HandCard(x.index, x.card) for x in d.banker],
+            RoundResult(d.player_total, d.banker_total, d.outcome, d.player_pair, d.banker_pair),
+            d.squeezed_by,
+        )
+        rnd.completed_at = event.time
         shoe = table.shoe(d.shoe_id)
         for where, hand in ((PLAYER, d.player), (BANKER, d.banker)):
             for card in hand:
                 shoe.mark(card.index, where, d.round_id)
-        demo = rnd.opened.demo if rnd.opened else False
-        if not demo:
+        if not played.demo:
             shoe.outcomes.append(ord(OUTCOME_LETTER[d.outcome]))
-            shoe.outcome_rounds.append(rnd.opened.round_no if rnd.opened else 0)
-            if rnd.opened is not None:
-                self.dealer(rnd.opened.dealer_id).rounds += 1
-            if d.outcome is not Outcome.TIE:
-                self._patron_bets(rnd, d)
+            shoe.outcome_rounds.append(played.round_no)
+            self.dealer(played.dealer_id).rounds += 1
+            self._patron_bets(played)
         wanted = self.wanted.get((d.table_id, d.shoe_id))
         if wanted and any(card.index in wanted for card in (*d.player, *d.banker)):
             table.pin_round(d.round_id)
 
-    def _patron_bets(self, rnd: RoundTrail, d: m.RoundCompletedData) -> None:
-        """A decided Player/Banker bet, as the patron win-rate chart counts it."""
-        banker_won = d.outcome is _BANKER_OUTCOME
-        for bet in rnd.bets.values():
-            spot = bet.spot
-            if not bet.withdrawn and (spot is _PLAYER or spot is _BANKER):
-                won = (spot is _BANKER) is banker_won
-                record = self.patrons.get(bet.patron_id)
-                if record is None:
-                    record = self.patrons[bet.patron_id] = PatronRecord()
-                record.decided += 1
-                record.wins += won
-                record.staked += bet.amount
-                by_table, wins_by_table = record.by_table, record.wins_by_table
-                by_table[d.table_id] = by_table.get(d.table_id, 0) + 1
-                wins_by_table[d.table_id] = wins_by_table.get(d.table_id, 0) + won
-                strip = record.strip
-                strip.append(87 if won else 76)  # W, L
-                if len(strip) > STRIP_LENGTH:
-                    del strip[0]
+    def _patron_bets(self, played: Round) -> None:
+        """The decided Player/Banker bets, as the patron win-rate chart counts them."""
+        for bet, won in decided_bets(played):
+            record = self.patrons.get(bet.patron_id)
+            if record is None:
+                record = self.patrons[bet.patron_id] = PatronRecord()
+            record.decided += 1
+            record.wins += won
+            record.staked += bet.amount
+            by_table, wins_by_table = record.by_table, record.wins_by_table
+            by_table[played.table_id] = by_table.get(played.table_id, 0) + 1
+            wins_by_table[played.table_id] = wins_by_table.get(played.table_id, 0) + won
+            strip = record.strip
+            strip.append(87 if won else 76)  # W, L
+            if len(strip) > STRIP_LENGTH:
+                del strip[0]
 
     def _round_voided(self, event: m.RoundVoided) -> None:
         rnd = self.table(event.data.table_id).round(event.data.round_id)
-        if rnd is not None and rnd.completed is None and rnd.voided is None:
-            rnd.voided = event.data
+        if rnd is not None and not rnd.round.ended:
+            rnd.round.voided, rnd.void_reason = True, event.data.reason
 
     def _bet_settled(self, event: m.BetSettled) -> None:
         rnd = self.table(event.data.table_id).round(event.data.round_id)
@@ -573,9 +562,6 @@ class IncidentCollector:
         return report_html(self, result, log_sha256)
 
 
-# Enum members looked up once: on Python 3.11 each ``Spot.BANKER`` goes through EnumType.__getattr__.
-_PLAYER, _BANKER, _BANKER_OUTCOME = Spot.PLAYER, Spot.BANKER, Outcome.BANKER
-
 _HANDLERS: dict[type[m.Event], Any] = {
     m.ShoeStarted: IncidentCollector._shoe_started,
     m.CardRead: IncidentCollector._card_read,
@@ -647,10 +633,10 @@ class CorrectPlay:
 def correct_play(rnd: RoundTrail, shoe: ShoeTrail | None) -> CorrectPlay | None:
     """``core.play.deal`` on the cards that left the shoe from the round's first card on, skipping
     the cards burned at the shoe's or this round's start; None when fewer than the play needs."""
-    c = rnd.completed
-    if c is None:
+    played = rnd.round
+    if not played.completed:
         return None
-    hands = [(x.index, x.card) for x in (*c.player, *c.banker)]
+    hands = [(x.index, x.card) for x in (*played.player, *played.banker) if x.card]
     if not hands:
         return None
     first = min(index for index, _ in hands)
@@ -683,19 +669,17 @@ def correct_play(rnd: RoundTrail, shoe: ShoeTrail | None) -> CorrectPlay | None:
     return CorrectPlay(coup, player, banker, source)
 
 
-def declared_result(c: m.RoundCompletedData) -> RoundResult:
-    return RoundResult(c.player_total, c.banker_total, c.outcome, c.player_pair, c.banker_pair)
+def cards_result(played: Round) -> RoundResult:
+    """What the cards in the hands say (Art. 5, 11-13), whatever the table declared."""
+    player, banker = played.hands()
+    return result_of([x.card for x in player], [x.card for x in banker])
 
 
-def cards_result(c: m.RoundCompletedData) -> RoundResult:
-    return result_of([CARDS[x.card] for x in c.player], [CARDS[x.card] for x in c.banker])
-
-
-def play_differences(c: m.RoundCompletedData, right: CorrectPlay) -> list[str]:
+def play_differences(played: Round, right: CorrectPlay) -> list[str]:
     """Where the round as dealt departs from the correct play, one sentence each (plain text)."""
     out: list[str] = []
-    dealt_p = [(x.index, x.card) for x in c.player]
-    dealt_b = [(x.index, x.card) for x in c.banker]
+    dealt_p = [(x.index, x.card) for x in played.player if x.card]
+    dealt_b = [(x.index, x.card) for x in played.banker if x.card]
     p2 = hand_total([CARDS[code] for _, code in right.player[:2]])
     b2 = hand_total([CARDS[code] for _, code in right.banker[:2]])
     player_draw = player_rule(p2, b2)
@@ -724,7 +708,7 @@ def play_differences(c: m.RoundCompletedData, right: CorrectPlay) -> list[str]:
     else:
         out += _third_card("Player", dealt_p, right.player, p2, player_draw.article)
         out += _third_card("Banker", dealt_b, right.banker, b2, banker_draw.article)
-    actual = cards_result(c)
+    actual = cards_result(played)
     ruled = right.coup.result
     if actual.outcome != ruled.outcome:
         out.append(f"The winner changes: as dealt {_outcome_text(actual)}; by the rules {_outcome_text(ruled)}.")
@@ -778,7 +762,7 @@ def commission_of(profile_name: str | None) -> Commission | None:
         return None
 
 
-def rules_give(bet: BetTrail, result: RoundResult | None, voided: bool, commission: Commission | None) -> Settlement | None:
+def rules_give(bet: Bet, result: RoundResult | None, voided: bool, commission: Commission | None) -> Settlement | None:
     """``core.money.settle`` for the bet as it stood, under the round's commission."""
     if voided:
         return money.VOID

@@ -29,6 +29,7 @@ from ..core.money import BetResult, Commission, Settlement, Spot
 from ..core.play import Outcome, RoundResult
 from ..core.procedure import CUT_CARD_MIN_BEHIND
 from ..core.shoe import CARDS_PER_DECK
+from ..core.table import Round
 from ..detect import patterns
 from ..events import models as m
 from . import articles
@@ -47,7 +48,6 @@ from .incident import (
     commission_of,
     common_run,
     correct_play,
-    declared_result,
     play_differences,
     rules_give,
 )
@@ -156,8 +156,8 @@ def short_round(round_id: str | None) -> str:
 
 
 def round_label(i: Incident) -> str:
-    if i.round is not None and i.round.opened is not None:
-        return f"round {i.round.opened.round_no}"
+    if i.round is not None:
+        return f"round {i.round.round.round_no}"
     return i.data.round_id or ""
 
 
@@ -304,10 +304,10 @@ class Renderer:
     def round_view(self, rnd: RoundTrail, i: Incident) -> RoundView:
         table = self.c.tables.get(rnd.table_id)
         shoe = table.find_shoe(rnd.shoe_id) if table else None
-        o, c = rnd.opened, rnd.completed
-        profile = self.c.profile_override or (o.profile if o else None)
+        played = rnd.round
+        profile = self.c.profile_override or played.profile
         commission = commission_of(profile)
-        right = correct_play(rnd, shoe) if c is not None else None
+        right = correct_play(rnd, shoe)
         view = RoundView(
             rnd=rnd,
             profile=profile,
@@ -321,19 +321,17 @@ class Renderer:
             ok=False,
             bets=None,
         )
-        if c is not None:
+        if played.completed:
             view.cards = self.cards_rows(rnd, shoe, right, i)
-            self.hands(view, c, right)
+            self.hands(view, played, right)
         view.bets = self.bets(rnd, commission, right, i)
         return view
 
     def cards_rows(self, rnd: RoundTrail, shoe: ShoeTrail | None, right: CorrectPlay | None, i: Incident) -> list[CardRow]:
-        c = rnd.completed
-        assert c is not None
         in_hand: dict[int, tuple[str, int, str]] = {}
-        for hand, cards in (("Player", c.player), ("Banker", c.banker)):
+        for hand, cards in (("Player", rnd.round.player), ("Banker", rnd.round.banker)):
             for position, x in enumerate(cards, start=1):
-                in_hand[x.index] = (hand, position, x.card)
+                in_hand[x.index] = (hand, position, x.card or "")
         indices = set(in_hand) | set(rnd.burns)
         if shoe is not None and indices:
             indices |= set(range(min(indices), max(indices) + 1))
@@ -377,12 +375,14 @@ class Renderer:
         return rows
 
     @staticmethod
-    def hands(view: RoundView, c: m.RoundCompletedData, right: CorrectPlay | None) -> None:
-        actual = cards_result(c)
-        declared = declared_result(c)
+    def hands(view: RoundView, played: Round, right: CorrectPlay | None) -> None:
+        actual = cards_result(played)
+        declared = played.declared
+        assert declared is not None
         view.declared_differs = declared != actual
+        player, banker = played.hands()
         view.hands = [
-            HandRow("dealt", "As dealt", [x.card for x in c.player], [x.card for x in c.banker], actual),
+            HandRow("dealt", "As dealt", [x.card.code for x in player], [x.card.code for x in banker], actual),
             HandRow("declared", "Declared by the table", [], [], declared, view.declared_differs),
         ]
         if right is not None:
@@ -401,20 +401,20 @@ class Renderer:
         if view.declared_differs:
             notes.append("The declared result is not what the cards say (Art. 5, 11-13).")
         if right is not None:
-            notes += play_differences(c, right)
+            notes += play_differences(played, right)
             if right.source == "hands":
                 notes.append("The shoe's reads are not in the log: the correct play is from the hands' cards in index order.")
-        elif c.player and c.banker:
+        elif played.player and played.banker:
             notes.append("Too few cards were read after this round's first card to replay it by the rules.")
         view.notes = [words(n) for n in notes]
         view.ok = not notes and right is not None
 
     def bets(self, rnd: RoundTrail, commission: Commission | None, right: CorrectPlay | None, i: Incident) -> BetsView | None:
-        c = rnd.completed
+        played = rnd.round
         d = i.data
-        declared = declared_result(c) if c else None
-        by_cards = cards_result(c) if c else None
-        show_cards = c is not None and by_cards != declared
+        declared = played.declared
+        by_cards = cards_result(played) if played.completed else None
+        show_cards = played.completed and by_cards != declared
         show_right = (
             right is not None
             and declared is not None
@@ -423,19 +423,19 @@ class Renderer:
             and any(
                 money.settle(bet.spot, bet.amount, right.coup.result, commission)
                 != money.settle(bet.spot, bet.amount, declared, commission)
-                for bet in rnd.active_bets()
+                for bet in played.active_bets()
             )
         )
         settlements: dict[str, list[tuple[datetime, str, m.BetSettledData]]] = {}
         for item in rnd.settlements:
             settlements.setdefault(item[2].bet_id, []).append(item)
-        bet_ids = list(rnd.bets) + [b for b in settlements if b not in rnd.bets]
+        bet_ids = list(played.bets) + [b for b in settlements if b not in played.bets]
         if not bet_ids:
             return None
         rows = []
         total = {"stake": 0, "paid": 0, "due": 0}
         for bet_id in bet_ids:
-            bet = rnd.bets.get(bet_id)
+            bet = played.bets.get(bet_id)
             paid = settlements.get(bet_id, [])
             classes = []
             if bet_id == d.bet_id or (
@@ -466,7 +466,7 @@ class Renderer:
                 )
                 due = None
             else:
-                due = None if bet.withdrawn else rules_give(bet, declared, rnd.voided is not None, commission)
+                due = None if bet.withdrawn else rules_give(bet, declared, played.voided, commission)
                 row = BetRow(
                     bet_id,
                     bet.patron_id,
@@ -475,8 +475,8 @@ class Renderer:
                     bet.amount,
                     False,
                     bet.withdrawn,
-                    [(clock_text(t), action, spot, amount, late) for t, action, spot, amount, late in bet.history],
-                    bet.carried_from,
+                    [(clock_text(t), action, spot, amount, late) for t, action, spot, amount, late in rnd.history.get(bet_id, [])],
+                    rnd.carried_from if bet.carried else None,
                     [],
                     "",
                     due,
@@ -497,7 +497,7 @@ class Renderer:
                 for n, (_, _, s) in enumerate(paid)
             ]
             if not paid:
-                row.unpaid = "withdrawn" if bet is not None and bet.withdrawn else ("never" if c is not None or rnd.voided else "")
+                row.unpaid = "withdrawn" if bet is not None and bet.withdrawn else ("never" if played.ended else "")
             paid_net = sum(s.net for _, _, s in paid)
             paid_comm = sum(s.commission for _, _, s in paid)
             total["paid"] += paid_net
@@ -513,11 +513,11 @@ class Renderer:
             if row.off:
                 classes.append("bad")
             rows.append(row)
-        spot_totals = money.spot_totals((bet.spot, bet.amount) for bet in rnd.active_bets())
+        spot_totals = money.spot_totals((bet.spot, bet.amount) for bet in played.active_bets())
         difference, over = None, False
-        if rnd.opened is not None and rnd.active_bets():
+        if played.active_bets():
             difference = abs(spot_totals[Spot.BANKER] - spot_totals[Spot.PLAYER])
-            over = difference > rnd.opened.max_bet
+            over = difference > played.max_bet
         round_settled = []
         for declared_totals in rnd.round_settled:
             sums = money.RoundTotals()
@@ -542,7 +542,7 @@ class Renderer:
             [(str(s), a) for s, a in spot_totals.items() if a],
             difference,
             over,
-            rnd.opened.max_bet if rnd.opened else 0,
+            played.max_bet,
             round_settled,
         )
 

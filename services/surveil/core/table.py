@@ -65,6 +65,7 @@ class Round(msgspec.Struct, omit_defaults=True):
     demo: bool = False  # a demonstration round (Art. 2.2)
     min_bet: int = 0
     max_bet: int = 0  # the table limit (Art. 14)
+    currency: str = ""
     bets: dict[str, Bet] = {}
     closed: bool = False  # bets closed
     player: list[HandCard] = []  # in the order dealt

@@ -341,6 +341,7 @@ class TableWatch:
             demo=d.demo,
             min_bet=d.min_bet,
             max_bet=d.max_bet,
+            currency=d.currency,
         )
         if previous is not None:
             rnd.carry_over(previous.round, d.carried_bet_ids)

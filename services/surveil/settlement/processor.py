@@ -89,7 +89,9 @@ class SettlementProcessor:
         bets = {bet_id: carried.bets[bet_id] for bet_id in d.carried_bet_ids if bet_id in carried.bets}
         if carried.bets:
             state.delete(carried_key)
-        open_round = Round(d.table_id, d.round_id, d.shoe_id, d.round_no, d.dealer_id, d.profile, d.demo, d.min_bet, d.max_bet, bets)
+        open_round = Round(
+            d.table_id, d.round_id, d.shoe_id, d.round_no, d.dealer_id, d.profile, d.demo, d.min_bet, d.max_bet, d.currency, bets
+        )
         state.put(self._round_key(state, d.table_id, d.round_id), open_round)
         return []
 

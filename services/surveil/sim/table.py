@@ -353,6 +353,7 @@ class TableSim:
             demo,
             profile.min_bet,
             profile.max_bet,
+            CURRENCY,
             self.carried,
         )
         self.carried = {}

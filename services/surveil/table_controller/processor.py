@@ -142,7 +142,8 @@ class TableController:
             d.demo,
             d.min_bet,
             d.max_bet,
-            bets=table.carried,
+            d.currency,
+            table.carried,
         )
         table.carried = {}
         opened = m.RoundOpenedData(

@@ -43,7 +43,7 @@ def started_shoe(decks: int = 6, automatic: bool = False) -> Shoe:
 
 
 def round_with(*bets: Bet, min_bet: int = 100, max_bet: int = 10_000) -> Round:
-    return Round("T01", "T01:S1:1", "S1", 1, "D1", "dicj", False, min_bet, max_bet, {bet.bet_id: bet for bet in bets})
+    return Round("T01", "T01:S1:1", "S1", 1, "D1", "dicj", False, min_bet, max_bet, "HKD", {bet.bet_id: bet for bet in bets})
 
 
 def dealt(rnd: Round, player: list[tuple[int, str]], banker: list[tuple[int, str]], declared: RoundResult) -> Round:

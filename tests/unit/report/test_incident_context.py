@@ -69,14 +69,14 @@ def test_a_draw_error_keeps_its_round_cards_and_the_settlements_that_came_after(
     collector, _, _ = collect(table(banker_draws_on_3_against_an_8))
     found = one(collector, "DRAW_BANKER_EXTRA")
     rnd, shoe = found.round, found.shoe
-    assert rnd is not None and shoe is not None and rnd.completed is not None
+    assert rnd is not None and shoe is not None and rnd.round.completed
     assert rnd.pinned and shoe.pinned
     # the alert is raised when the round completes; its settlements come after it, and are kept
-    assert {s.bet_id for _, _, s in rnd.settlements} == set(rnd.bets)
+    assert {s.bet_id for _, _, s in rnd.settlements} == set(rnd.round.bets)
     assert len(rnd.round_settled) == 1
-    indices = [c.index for c in (*rnd.completed.player, *rnd.completed.banker)]
+    indices = rnd.round.indices()
     assert sorted(indices) == list(range(min(indices), min(indices) + 6))
-    assert [shoe.card(c.index) for c in rnd.completed.player] == ["2H", "3D", "8H"]
+    assert [shoe.card(c.index) for c in rnd.round.player] == ["2H", "3D", "8H"]
     assert shoe.went(indices[0]) == (inc.PLAYER, rnd.round_id)
     # the correct play from the same cards: the Banker stands on 3 against a Player third card 8
     right = correct_play(rnd, shoe)
@@ -84,8 +84,8 @@ def test_a_draw_error_keeps_its_round_cards_and_the_settlements_that_came_after(
     assert [c for _, c in right.player] == ["2H", "3D", "8H"]
     assert [c for _, c in right.banker] == ["3C", "KS"]
     assert (right.coup.result.player_total, right.coup.result.banker_total) == (3, 3)
-    banker_third = rnd.completed.banker[2]
-    differences = play_differences(rnd.completed, right)
+    banker_third = rnd.round.banker[2]
+    differences = play_differences(rnd.round, right)
     assert f"Banker drew the 5C (card {banker_third.index}) but had to stand on 3 (Art. 9(4)(1))." in differences
     assert any(d.startswith("The winner changes: as dealt Banker wins 8-3; by the rules tie at 3") for d in differences)
 
@@ -104,11 +104,11 @@ def test_the_payouts_against_core_money_settle() -> None:
     found = next(i for i in collector.incidents if i.data.rule == "PAYOUT_MISMATCH" and i.data.bet_id)
     assert found.data.article == "Art. 18"
     rnd = found.round
-    assert rnd is not None and rnd.completed is not None
-    bet = rnd.bets[found.data.bet_id or ""]
+    assert rnd is not None and rnd.round.completed
+    bet = rnd.round.bets[found.data.bet_id or ""]
     [(_, _, settled)] = [s for s in rnd.settlements if s[2].bet_id == bet.bet_id]
     assert (settled.net, settled.commission) == (1000, 0)
-    due = rules_give(bet, inc.declared_result(rnd.completed), False, inc.commission_of(rnd.opened.profile if rnd.opened else None))
+    due = rules_give(bet, rnd.round.declared, False, inc.commission_of(rnd.round.profile))
     assert due == Settlement(BetResult.WIN, 950, 50)
     # had the round been dealt right it was a tie: the Banker bet is carried, not paid
     right = correct_play(rnd, found.shoe)
@@ -241,7 +241,7 @@ def test_a_patrons_record_is_the_charts() -> None:
     assert (record.wins, record.decided) == (found.evidence["wins"], found.evidence["decided_bets"])
     assert record.strip == b"W" * min(record.decided, inc.STRIP_LENGTH)
     assert record.by_table == {"T01": record.decided}
-    assert found.round is not None and found.evidence["last_bet"] in found.round.bets
+    assert found.round is not None and found.evidence["last_bet"] in found.round.round.bets
 
 
 def test_a_dealers_record_lists_the_rounds_blamed_on_them() -> None:
