@@ -61,9 +61,9 @@ class Settlement(msgspec.Struct, frozen=True):
 
     def paid_out(self, amount: int) -> int:
         """What goes back across the table: the stake and winnings, or the stake of a push."""
-        if self.result is BetResult.WIN:
+        if self.result == BetResult.WIN:
             return amount + self.net
-        return amount if self.result is BetResult.PUSH else 0
+        return amount if self.result == BetResult.PUSH else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +88,7 @@ class RoundTotals:
 
 def totals_of(amount: int, settlement: Settlement) -> tuple[int, int, int, int]:
     """What one bet of ``amount`` settled so adds to its round's totals (as ``RoundTotals`` fields)."""
-    decided = settlement.result is not BetResult.CARRIED
+    decided = settlement.result != BetResult.CARRIED
     return (amount if decided else 0, settlement.paid_out(amount), settlement.commission, -settlement.net)
 
 
@@ -104,26 +104,27 @@ def settle(spot: Spot, amount: int, result: RoundResult, commission: Commission)
     >>> settle(Spot.BANKER, 100, banker_wins, Commission.FIVE_PERCENT)
     Settlement(result=<BetResult.WIN: 'win'>, net=95, commission=5)
     """
-    if spot is _BANKER or spot is _PLAYER:
-        if result.outcome is _TIE_OUTCOME:
+    if spot == _BANKER or spot == _PLAYER:
+        if result.outcome == _TIE_OUTCOME:
             return CARRY  # Art. 12
-        won = (result.outcome is _BANKER_OUTCOME) is (spot is _BANKER)
-    elif spot is _TIE:
-        won = result.outcome is _TIE_OUTCOME
+        won = (result.outcome == _BANKER_OUTCOME) == (spot == _BANKER)
+    elif spot == _TIE:
+        won = result.outcome == _TIE_OUTCOME
     else:
-        won = result.player_pair if spot is _PLAYER_PAIR else result.banker_pair
+        won = result.player_pair if spot == _PLAYER_PAIR else result.banker_pair
     if not won:
         return Settlement(_LOSE, -amount, 0)
-    if spot is not _BANKER:
+    if spot != _BANKER:
         return Settlement(_WIN, amount * PAYOUT_ODDS[spot], 0)
-    if commission is _NO_COMMISSION:
+    if commission == _NO_COMMISSION:
         return Settlement(_WIN, amount // 2 if result.banker_total == 6 else amount, 0)
     fee = amount * COMMISSION_PERCENT // 100
     return Settlement(_WIN, amount - fee, fee)
 
 
 # settle runs for every bet of every round. On Python 3.11 each ``Spot.BANKER``-style lookup
-# goes through ``EnumType.__getattr__`` (about 0.2 µs), so settle compares against these names.
+# goes through ``EnumType.__getattr__`` (about 0.2 µs), so settle compares against these names,
+# by value: a spot or outcome given as a plain string settles as the enum does.
 _PLAYER, _BANKER, _TIE, _PLAYER_PAIR = Spot.PLAYER, Spot.BANKER, Spot.TIE, Spot.PLAYER_PAIR
 _TIE_OUTCOME, _BANKER_OUTCOME = Outcome.TIE, Outcome.BANKER
 _WIN, _LOSE = BetResult.WIN, BetResult.LOSE
@@ -146,7 +147,7 @@ def check_amount(spot: Spot, amount: int, min_bet: int) -> list[Finding]:
                 {"spot": str(spot), "amount": amount, "min_bet": min_bet},
             )
         )
-    if spot is Spot.BANKER and amount % min_bet:
+    if spot == Spot.BANKER and amount % min_bet:
         findings.append(
             Finding(
                 AlertCode.BANKER_BET_MULTIPLE,

@@ -344,7 +344,7 @@ def decided_bets(rnd: Round) -> list[tuple[Bet, bool]]:
     """Art. 11: each Player or Banker bet of a completed, non-demonstration round that a tie did
     not carry over, and whether it won (for the patrons' win rates)."""
     declared = rnd.declared
-    if declared is None or rnd.demo or declared.outcome is _TIE:
+    if declared is None or rnd.demo or declared.outcome == _TIE:
         return []
     winner = _WINNING_SPOT[declared.outcome]
     return [(bet, bet.spot == winner) for bet in rnd.active_bets() if bet.spot in _DECIDED_SPOTS]
@@ -367,7 +367,7 @@ def check_payment(rnd: Round, bet: Bet, paid: Settlement, spot: Spot, amount: in
         for n, s, e in zip(names, seen, expected)
         if s != e
     }
-    article = "Art. 18" if "commission" in differences else ("Art. 12" if due.result is BetResult.CARRIED else "Art. 17")
+    article = "Art. 18" if "commission" in differences else ("Art. 12" if due.result == BetResult.CARRIED else "Art. 17")
     return Finding(
         AlertCode.PAYOUT_MISMATCH,
         article,

@@ -127,7 +127,7 @@ class SettlementProcessor:
         open_round = self._require_open(state, d.table_id, d.round_id)
         open_round.declared = RoundResult(d.player_total, d.banker_total, d.outcome, d.player_pair, d.banker_pair)
         settled = open_round.settlements(_profile(open_round).commission)
-        carried = {bet.bet_id: bet for bet, s in settled if s.result is BetResult.CARRIED}
+        carried = {bet.bet_id: bet for bet, s in settled if s.result == BetResult.CARRIED}
         if carried:
             carried_key = state.key("carried", d.table_id)
             waiting = state.get(carried_key, CarriedBets) or CarriedBets()
@@ -236,7 +236,7 @@ def _observe(record: ledger.RoundRecord, bets: list[m.BetSettledData]) -> None:
         metrics.bets(result, spot).inc(count)
     for bet in bets:
         metrics.patron_bets(bet.patron_id, bet.spot, bet.result).inc()
-        if bet.result is not BetResult.CARRIED:
+        if bet.result != BetResult.CARRIED:
             staked, paid_out = metrics.for_patron(bet.patron_id)
             staked.inc(bet.amount)
             paid_out.inc(ledger.paid_out(bet))

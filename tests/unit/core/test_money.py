@@ -150,6 +150,26 @@ def test_art17_paid_out_is_stake_and_winnings(settlement: Settlement, amount: in
     assert settlement.paid_out(amount) == paid_out
 
 
+@pytest.mark.parametrize("commission", list(Commission))
+@pytest.mark.parametrize("pairs", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("totals", [(7, 5), (5, 7), (6, 6), (3, 6)])
+@pytest.mark.parametrize("spot", list(Spot))
+def test_money_is_compared_by_value_plain_strings_settle_as_the_enums(
+    spot: Spot, totals: tuple[int, int], pairs: tuple[bool, bool], commission: Commission
+) -> None:
+    player, banker = totals
+    outcome = Outcome.PLAYER if player > banker else Outcome.BANKER if banker > player else Outcome.TIE
+    enums = RoundResult(player, banker, outcome, *pairs)
+    plain = RoundResult(player, banker, str(outcome.value), *pairs)  # type: ignore[arg-type]
+    expected = settle(spot, 1000, enums, commission)
+    paid = settle(str(spot.value), 1000, plain, str(commission.value))  # type: ignore[arg-type]
+    assert paid == expected
+    assert paid.paid_out(1000) == expected.paid_out(1000)
+    plain_settlement = Settlement(str(expected.result.value), expected.net, expected.commission)  # type: ignore[arg-type]
+    assert plain_settlement.paid_out(1000) == expected.paid_out(1000)
+    assert check_amount(str(spot.value), 1200, 500) == check_amount(spot, 1200, 500)  # type: ignore[arg-type]
+
+
 # ---- bet amounts (house rules in the closing notes) -------------------------------------
 
 
