@@ -14,7 +14,8 @@ Shoe and round are plain ``msgspec`` structs of strings and numbers, so a servic
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import msgspec
@@ -23,12 +24,13 @@ from . import money, procedure
 from .cards import CARDS
 from .findings import AlertCode, Finding
 from .money import VOID, BetResult, Commission, Settlement, Spot, TieMove
-from .play import DealtCard, Outcome, RoundResult
+from .play import DealtCard, Outcome, RoundResult, check_play
 from .profiles import Burn, LastRound
-from .shoe import ShoeComposition
+from .shoe import CARDS_PER_DECK, ShoeComposition
 
 SEATED = frozenset(str(seat) for seat in range(1, 8))
 STANDING = "standing"
+_NONE: Mapping[int, int] = MappingProxyType({})
 
 
 class Bet(msgspec.Struct, omit_defaults=True):
@@ -91,10 +93,11 @@ class Round(msgspec.Struct, omit_defaults=True):
     def staked(self) -> int:
         return sum(bet.amount for bet in self.active_bets())
 
-    def hands(self) -> tuple[list[DealtCard], list[DealtCard]]:
-        """The hands with every card known, as the play checks take them."""
-        return [DealtCard(c.index, CARDS[c.card]) for c in self.player if c.card], [
-            DealtCard(c.index, CARDS[c.card]) for c in self.banker if c.card
+    def hands(self, stand_ins: Mapping[int, int] = _NONE) -> tuple[list[DealtCard], list[DealtCard]]:
+        """The hands with every card known, as the play checks take them; a card at an index the
+        shoe never read is put at the index it stands for (``Shoe.stand_ins``), if any."""
+        return [DealtCard(stand_ins.get(c.index, c.index), CARDS[c.card]) for c in self.player if c.card], [
+            DealtCard(stand_ins.get(c.index, c.index), CARDS[c.card]) for c in self.banker if c.card
         ]
 
     def indices(self) -> list[int]:
@@ -212,9 +215,28 @@ class Shoe(msgspec.Struct, omit_defaults=True):
             self.burned.setdefault(index, round_id or "")
 
     def has_cards_of(self, rnd: Round) -> bool:
-        """Whether the shoe has read every card of ``rnd``'s hands, or ended."""
-        needed = max(rnd.indices(), default=0)
+        """Whether the shoe has read every card of ``rnd``'s hands, or ended. An index past the
+        shoe's last card can never be read: it is not waited for."""
+        size = self.decks * CARDS_PER_DECK
+        needed = max((i for i in rnd.indices() if i <= size), default=0)
         return self.started and (self.ended or self.last_index >= needed)
+
+    def stand_ins(self, rnd: Round) -> dict[int, int]:
+        """Art. 7: each hand card of ``rnd`` at an index the shoe never read, and the card it
+        stands for: the first cards out of the shoe after those already judged that are neither
+        burned nor in a hand, one for each such hand card in the order dealt. A wrong index is
+        then one finding (``CARD_MISMATCH``), not also a card unaccounted for, an order broken or
+        a later round's cards reported loose. Pure: the same answer until ``check_round``."""
+        unread = [index for index in rnd.indices() if index not in self.reads]
+        if not unread:
+            return {}
+        own = set(rnd.indices())
+        free = (
+            index
+            for index in range(self.accounted_upto + 1, self.last_index + 1)
+            if index in self.reads and index not in self.burned and index not in self.dealt and index not in own
+        )
+        return dict(zip(unread, free))
 
     def check_start_burn(self, burn: Burn) -> Finding | None:
         """Art. 2.1: the burn at the shoe's start follows the house's policy (none with a machine,
@@ -229,21 +251,18 @@ class Shoe(msgspec.Struct, omit_defaults=True):
         switched card), and every card out before the round's last is burned or in a hand; Art. 3.1:
         no more rounds after the cut card than the house plays."""
         found = []
+        stand_ins = self.stand_ins(rnd)
         for hand, cards in (("Player", rnd.player), ("Banker", rnd.banker)):
             for dealt in cards:
-                self.dealt.setdefault(dealt.index, rnd.round_id)
                 read = self.reads.get(dealt.index)
+                if read is not None:
+                    self.dealt.setdefault(dealt.index, rnd.round_id)
                 if read != dealt.card and dealt.card is not None:
-                    seen = f"the shoe read the {read}" if read else "the shoe never read a card there"
-                    found.append(
-                        Finding(
-                            AlertCode.CARD_MISMATCH,
-                            "Art. 7",
-                            f"The {hand} hand shows the {dealt.card} as card {dealt.index}, but {seen}: a switched card.",
-                            {"hand": hand.lower(), "index": dealt.index, "in_hand": dealt.card, "shoe_read": read},
-                        )
-                    )
-        indices = rnd.indices()
+                    found.append(self._mismatch(hand, dealt, read, stand_ins.get(dealt.index)))
+        for index in stand_ins.values():
+            self.dealt.setdefault(index, rnd.round_id)
+        indices = [stand_ins.get(i, i) for i in rnd.indices()]
+        indices = [i for i in indices if i in self.reads]  # an index never read has no place in the shoe
         if not indices:
             return found
         first, last = min(indices), max(indices)
@@ -258,6 +277,25 @@ class Shoe(msgspec.Struct, omit_defaults=True):
             if finding:
                 found.append(finding)
         return found
+
+    def _mismatch(self, hand: str, dealt: HandCard, read: str | None, stand_in: int | None) -> Finding:
+        evidence: dict[str, Any] = {"hand": hand.lower(), "index": dealt.index, "in_hand": dealt.card, "shoe_read": read}
+        if read is not None:
+            what = f"the shoe read the {read}: a switched card"
+        elif stand_in is None:
+            what = "the shoe never read a card there, and no card out of the shoe is left for it: a card from outside the shoe"
+        else:
+            stood = self.reads[stand_in]
+            evidence["stands_for"] = {"index": stand_in, "card": stood}
+            what = f"the shoe never read a card there; the card out of the shoe in its place is card {stand_in}, the {stood}: " + (
+                "a wrong shoe index" if stood == dealt.card else "a switched card"
+            )
+        return Finding(
+            AlertCode.CARD_MISMATCH,
+            "Art. 7",
+            f"The {hand} hand shows the {dealt.card} as card {dealt.index}, but {what}.",
+            evidence,
+        )
 
     def unaccounted(self, up_to: int) -> list[Finding]:
         """Art. 2, 7-8: cards that left the shoe up to ``up_to`` and are neither burned nor in a
@@ -282,6 +320,18 @@ class Shoe(msgspec.Struct, omit_defaults=True):
         """Art. 2.2: at most three demonstration rounds in a shoe."""
         self.demo_rounds += 1
         return procedure.check_demo_round(self.demo_rounds, 0)
+
+
+def check_completed_round(rnd: Round, shoe: Shoe | None, last_round: LastRound) -> list[Finding]:
+    """Art. 2-13: a completed round played by the rules (``play.check_play``, each card at the
+    shoe index it stands for), and its cards against the shoe (``Shoe.check_round``) when the
+    shoe is known."""
+    assert rnd.declared is not None
+    player, banker = rnd.hands(shoe.stand_ins(rnd) if shoe is not None else _NONE)
+    found = check_play(player, banker, rnd.declared)
+    if shoe is not None:
+        found += shoe.check_round(rnd, last_round)
+    return found
 
 
 # ---- checks on the bets (Art. 2.2, 12-16) ----------------------------------------------------

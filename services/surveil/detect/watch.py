@@ -30,7 +30,7 @@ from ..core import procedure
 from ..core import table as rules
 from ..core.findings import AlertCode, Finding
 from ..core.money import Settlement
-from ..core.play import RoundResult, check_play
+from ..core.play import RoundResult
 from ..core.profiles import HouseProfile, load_profile
 from ..core.table import Bet, HandCard, Round, Shoe
 from ..events import models as m
@@ -481,13 +481,10 @@ class TableWatch:
         watched.checked = True
         self.rounds_checked += 1
         shoe = self._started_shoe(rnd.shoe_id)
-        player, banker = rnd.hands()
-        found: list[Finding] = check_play(player, banker, declared)
-        if shoe is not None:
-            if not shoe.start_burn_checked:
-                shoe.start_burn_checked = True
-                self._check_start_burn(shoe, rnd, time)
-            found += shoe.shoe.check_round(rnd, self._profile(rnd).last_round)
+        if shoe is not None and not shoe.start_burn_checked:
+            shoe.start_burn_checked = True
+            self._check_start_burn(shoe, rnd, time)
+        found = rules.check_completed_round(rnd, shoe.shoe if shoe else None, self._profile(rnd).last_round)
         stake = rnd.staked()
         counted: dict[AlertCode, int] = {}
         for finding in found:

@@ -16,6 +16,7 @@ from surveil.core.table import (
     Round,
     Shoe,
     check_bet_amount,
+    check_completed_round,
     check_late_bet,
     check_payment,
     check_round_totals,
@@ -115,6 +116,46 @@ def test_art7_a_hand_card_that_is_not_what_the_shoe_read_is_card_mismatch() -> N
     [finding] = other.check_round(switched, LastRound.FINISH)
     assert (finding.code, finding.article) == (AlertCode.CARD_MISMATCH, "Art. 7")
     assert finding.evidence == {"hand": "player", "index": 3, "in_hand": "9S", "shoe_read": "4S"}
+
+
+def test_art7_a_hand_card_at_an_index_never_read_stands_for_the_first_loose_card_and_is_one_finding() -> None:
+    shoe = started_shoe()
+    cards = ["2H", "3D", "4S", "5C", "9H", "8D", "7C", "KS"]
+    for index, card in enumerate(cards, start=1):
+        shoe.read(index, card, face_up=False)
+    wrong = dealt(round_with(), [(1, "2H"), (3, "4S")], [(200, "3D"), (4, "5C")], RoundResult(6, 8, Outcome.BANKER, False, False))
+    assert shoe.stand_ins(wrong) == {200: 2}
+    player, banker = wrong.hands(shoe.stand_ins(wrong))
+    assert [c.index for c in banker] == [2, 4]  # in its place: the order of the deal holds
+    [finding] = check_completed_round(wrong, shoe, LastRound.FINISH)
+    assert (finding.code, finding.article) == (AlertCode.CARD_MISMATCH, "Art. 7")
+    assert finding.evidence == {
+        "hand": "banker",
+        "index": 200,
+        "in_hand": "3D",
+        "shoe_read": None,
+        "stands_for": {"index": 2, "card": "3D"},
+    }
+    assert "a wrong shoe index" in finding.summary
+    later = dealt(round_with(), [(5, "9H"), (7, "7C")], [(6, "8D"), (8, "KS")], RoundResult(6, 8, Outcome.BANKER, False, False))
+    assert check_completed_round(later, shoe, LastRound.FINISH) == []  # nothing loose is left behind
+    # Another card than the one the shoe read in its place is a switched card, still one finding.
+    other = started_shoe()
+    for index, card in enumerate(cards, start=1):
+        other.read(index, card, face_up=False)
+    switched = dealt(round_with(), [(1, "2H"), (3, "4S")], [(200, "3C"), (4, "5C")], RoundResult(6, 8, Outcome.BANKER, False, False))
+    [finding] = check_completed_round(switched, other, LastRound.FINISH)
+    assert "a switched card" in finding.summary and finding.evidence["stands_for"] == {"index": 2, "card": "3D"}
+
+
+def test_a_round_does_not_wait_for_an_index_past_the_end_of_the_shoe() -> None:
+    shoe = started_shoe(decks=6)  # 312 cards
+    for index, card in enumerate(["2H", "3D", "4S"], start=1):
+        shoe.read(index, card, face_up=False)
+    rnd = dealt(round_with(), [(1, "2H"), (3, "4S")], [(2, "3D"), (313, "5C")], RoundResult(6, 8, Outcome.BANKER, False, False))
+    assert shoe.has_cards_of(rnd)
+    rnd.banker[1] = HandCard(312, "5C")
+    assert not shoe.has_cards_of(rnd)  # the shoe's last card may still come
 
 
 def test_art2_7_8_a_card_out_of_the_shoe_is_burned_or_in_a_hand_and_is_judged_once() -> None:

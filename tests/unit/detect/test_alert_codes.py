@@ -111,6 +111,30 @@ def test_card_mismatch_a_switched_card() -> None:
     check(AlertCode.CARD_MISMATCH, table(lambda s: s.round(PLAYER_DRAWS, bend=switch)), table(lambda s: s.round(PLAYER_DRAWS)))
 
 
+@pytest.mark.parametrize("wrong", [400, 900])  # within the 416 cards of the shoe (never read), and past its end
+def test_card_mismatch_one_wrong_index_is_one_alert_art7(wrong: int) -> None:
+    """A hand card at a shoe index the shoe never read is one CARD_MISMATCH, naming the card it
+    stands for; that card, the round's order and the later rounds' cards are not reported."""
+
+    def rounds(bend: Callable[[list[m.HandCard], list[m.HandCard]], None] | None) -> Callable[[Scenario], None]:
+        def build(s: Scenario) -> None:
+            s.round(PLAYER_DRAWS, bend=bend)
+            s.round(BANKER_NATURAL, [BetSpec("P2", Spot.PLAYER, 1000)])
+            s.round(TIE)
+
+        return build
+
+    def wrong_index(player: list[m.HandCard], banker: list[m.HandCard]) -> None:
+        player[1] = m.HandCard(index=wrong, card=player[1].card)
+
+    bent = table(rounds(wrong_index))
+    check(AlertCode.CARD_MISMATCH, bent, table(rounds(None)))
+    [alert] = alerts(bent)
+    assert alert.data.evidence["index"] == wrong and alert.data.evidence["shoe_read"] is None
+    assert alert.data.evidence["stands_for"] == {"index": 15, "card": "3D"}  # the Player's second card
+    assert "a wrong shoe index" in alert.data.summary
+
+
 def test_card_unaccounted_neither_burned_nor_dealt() -> None:
     def bent(s: Scenario) -> None:
         s.round(BANKER_NATURAL, extra_reads=["7C"])
