@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from surveil.core.cards import CARDS, Card
-from surveil.core.money import Spot
+from surveil.core.money import Spot, TieMove
 from surveil.core.play import Coup, RoundResult, deal, result_of
 from surveil.core.procedure import burn_due
 from surveil.core.profiles import load_profile
@@ -57,6 +57,7 @@ class Scenario:
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     last_round_id: str = ""
     cut_at: int | None = None  # the cut card comes out after this many cards
+    tie_carried: list[str] = field(default_factory=list)  # Art. 12: bets play_shoe's last tie left on the table
     dead_letters: list[Any] = field(default_factory=list)
 
     # ---- plumbing -----------------------------------------------------------------------------
@@ -219,7 +220,8 @@ class Scenario:
     ) -> list[str]:
         """A whole legal shoe from a shuffled pack (or ``pack``): burn, rounds until the cut card
         comes out (the next round is the last), shoe end. ``bets`` sees each round's coup before
-        it is dealt. Returns the shoe's cards in order."""
+        it is dealt; after a tie its Player and Banker bets are withdrawn where the house allows
+        it, else carried (Art. 12). Returns the shoe's cards in order."""
         pack = pack or [card.code for card in shuffled_shoe(self.decks, rng)]
         due = 0 if self.automatic else burn_due(load_profile(self.profile).burn, self.decks, CARDS[pack[0]])
         self.start_shoe(burn=pack[:due] if due else None)
@@ -229,7 +231,12 @@ class Scenario:
         # it comes out between rounds, the next round is.
         while position <= self.cut_at:
             coup = deal([CARDS[c] for c in pack[position : position + 6]])
-            self.round(pack[position : position + 6], bets(coup))
+            placed = list(bets(coup))
+            _, bet_ids = self.round(pack[position : position + 6], placed, carried=self.tie_carried)
+            # Art. 12: bettors take back what a tie left where the house allows it; else it stays
+            tie = coup.result.outcome == "tie" and TieMove.WITHDRAW not in load_profile(self.profile).after_tie
+            left = (i for i, b in zip(bet_ids, placed) if b.spot in (Spot.PLAYER, Spot.BANKER))
+            self.tie_carried = [*self.tie_carried, *left] if tie else []
             position += coup.cards_used
             if position > self.cut_at:
                 break

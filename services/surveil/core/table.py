@@ -109,15 +109,21 @@ class Round(msgspec.Struct, omit_defaults=True):
 
     # ---- what happens to it -----------------------------------------------------------------
 
-    def carry_over(self, previous: Round, bet_ids: Iterable[str]) -> None:
+    def carry_over(self, previous: Round, bet_ids: Iterable[str]) -> list[Bet]:
         """Art. 12: the Player and Banker bets ``previous`` left on its tie join this round (those
-        of ``bet_ids`` that ``previous`` holds and that were not withdrawn)."""
+        of ``bet_ids`` that ``previous`` holds and that were not withdrawn). Returns the bets the
+        tie carried that ``bet_ids`` leave out: they were withdrawn before this round (Art. 12(1)),
+        as the house may forbid (``check_tie_change``)."""
         if previous.declared is None:
-            return
-        for bet_id in bet_ids:
+            return []
+        named = list(bet_ids)
+        for bet_id in named:
             bet = previous.bets.get(bet_id)
             if bet is not None and not bet.withdrawn:
-                self.bets[bet_id] = Bet(bet.bet_id, bet.patron_id, bet.seat, bet.spot, bet.amount, carried=(bet.spot, bet.amount))
+                self.bets[bet_id] = _carried(bet)
+        if previous.declared.outcome != _TIE:
+            return []
+        return [_carried(bet) for bet in previous.active_bets() if bet.spot in _DECIDED_SPOTS and bet.bet_id not in named]
 
     def complete(self, player: list[HandCard], banker: list[HandCard], declared: RoundResult, squeezed_by: str | None) -> None:
         self.player, self.banker, self.declared, self.squeezed_by = player, banker, declared, squeezed_by
@@ -141,6 +147,10 @@ class Round(msgspec.Struct, omit_defaults=True):
         if first is None:
             self.paid[bet_id] = settlement_id
         return first
+
+
+def _carried(bet: Bet) -> Bet:
+    return Bet(bet.bet_id, bet.patron_id, bet.seat, bet.spot, bet.amount, carried=(bet.spot, bet.amount))
 
 
 class Shoe(msgspec.Struct, omit_defaults=True):

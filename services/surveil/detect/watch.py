@@ -342,9 +342,10 @@ class TableWatch:
             min_bet=d.min_bet,
             max_bet=d.max_bet,
         )
-        if previous is not None:
-            rnd.carry_over(previous.round, d.carried_bet_ids)
+        dropped = rnd.carry_over(previous.round, d.carried_bet_ids) if previous is not None else []
         watched = self.state.rounds[d.round_id] = RoundWatch(rnd)
+        for bet in dropped:  # withdrawn before the round opened
+            self._check_tie_change(rnd, bet, None, event.time)
         self.state.round_order.append(d.round_id)
         if self.state.orphan_settlements:
             watched.waiting_settlements = [o for o in self.state.orphan_settlements if o.data.round_id == d.round_id]

@@ -282,8 +282,25 @@ def test_art12_carry_over_takes_the_named_bets_of_a_completed_round_not_the_with
     assert list(following.bets) == ["B1"] and following.bets["B1"].carried == (Spot.BANKER, 300)
     unfinished = round_with(kept)
     following = round_with()
-    following.carry_over(unfinished, ["B1"])
+    assert following.carry_over(unfinished, ["B1"]) == []
     assert following.bets == {}
+
+
+def test_art12_1_a_bet_the_tie_carried_that_the_next_round_leaves_out_was_withdrawn() -> None:
+    banker, player, tie_bet = (
+        Bet("B1", "P1", "1", Spot.BANKER, 300),
+        Bet("B2", "P2", "2", Spot.PLAYER, 200),
+        Bet("B3", "P3", "3", Spot.TIE, 100),
+    )
+    previous = dealt(round_with(banker, player, tie_bet), [], [], TIE)
+    following = round_with()
+    [dropped] = following.carry_over(previous, ["B1"])
+    assert (dropped.bet_id, dropped.carried) == ("B2", (Spot.PLAYER, 200))  # the Tie bet was decided, not carried
+    [finding] = check_tie_change(dropped, None, frozenset({TieMove.KEEP, TieMove.INCREASE}), "sjm")
+    assert (finding.code, finding.article) == (AlertCode.TIE_BET_WITHDRAWN, "Art. 12(1)")
+    assert check_tie_change(dropped, None, frozenset(TieMove), "dicj") == []
+    decided = dealt(round_with(banker, player), [], [], BANKER_WINS)
+    assert round_with().carry_over(decided, []) == []  # no tie, nothing carried
 
 
 # ---- the payments (Art. 10, 12, 17, 18) --------------------------------------------------------

@@ -254,12 +254,13 @@ def test_demo_rounds_take_no_bets_art2_2() -> None:
 # ---- bets (Art. 12-16 and house rules) ----------------------------------------------------
 
 
-def after_tie(profile: str, move: Callable[[Scenario, str, str], None]) -> list[m.Event]:
-    """A Player bet left on a tie, then ``move`` applied to it in the next round."""
+def after_tie(profile: str, move: Callable[[Scenario, str, str], None], carry: bool = True) -> list[m.Event]:
+    """A Player bet left on a tie, then ``move`` applied to it in the next round (which names it
+    among its carried bets unless not ``carry``)."""
     s = Scenario(profile=profile, min_bet=1000, max_bet=300_000)
     s.start_shoe()
     tie_round, [bet_id] = s.round(TIE, [BetSpec("P1", Spot.PLAYER, 5000)])
-    round_id = s.open_round(carried=[bet_id])
+    round_id = s.open_round(carried=[bet_id] if carry else [])
     move(s, round_id, bet_id)
     s.close(round_id)
     s.deal(round_id, PLAYER_DRAWS)
@@ -271,6 +272,18 @@ def test_tie_bet_withdrawn_under_sjm_art12_1() -> None:
     bent = after_tie("sjm", lambda s, r, b: s.withdraw(r, b))
     check(AlertCode.TIE_BET_WITHDRAWN, bent, after_tie("sjm", lambda s, r, b: None))
     assert alerts(after_tie("dicj", lambda s, r, b: s.withdraw(r, b))) == []  # the DICJ default allows it
+
+
+def test_tie_bet_withdrawn_when_the_next_round_leaves_a_carried_bet_out_art12_1() -> None:
+    """A carried bet the next round.opened does not name was withdrawn: under sjm the same alert,
+    with the same id, as an explicit bet.withdrawn; under dicj nothing."""
+    dropped = after_tie("sjm", lambda s, r, b: None, carry=False)
+    check(AlertCode.TIE_BET_WITHDRAWN, dropped, after_tie("sjm", lambda s, r, b: None))
+    [alert] = alerts(dropped)
+    [explicit] = alerts(after_tie("sjm", lambda s, r, b: s.withdraw(r, b)))
+    assert alert.data.alert_id == explicit.data.alert_id
+    assert (alert.data.bet_id, alert.data.patron_id, alert.data.evidence["after"]) == (explicit.data.bet_id, "P1", None)
+    assert alerts(after_tie("dicj", lambda s, r, b: None, carry=False)) == []
 
 
 def test_tie_bet_reduced_under_sjm_art12_3a() -> None:
