@@ -84,12 +84,24 @@ def check_round_after_cut(policy: LastRound, opened_after_cut: int, allowed: int
     )
 
 
-def check_demo_round(demo_rounds: int, bets: int) -> list[Finding]:
-    """Art. 2.2: at most 3 demonstration rounds per shoe, and none takes bets.
+def check_demo_round(demo_rounds: int, bets: int, real_rounds: int = 0) -> list[Finding]:
+    """Art. 2.2: at most 3 demonstration rounds per shoe, at its start (before any real round),
+    and none takes bets.
 
-    ``demo_rounds`` counts this one; ``bets`` is how many bets it has seen.
+    ``demo_rounds`` counts this one; ``bets`` is how many bets it has seen; ``real_rounds`` how
+    many real rounds of the shoe opened before it.
     """
     findings = []
+    if real_rounds:
+        findings.append(
+            Finding(
+                AlertCode.DEMO_ROUNDS,
+                "Art. 2.2",
+                f"A demonstration round opened after {real_rounds} real round(s) of this shoe; "
+                "demonstration rounds are played only at the start of a shoe.",
+                {"demo_rounds": demo_rounds, "real_rounds_before": real_rounds},
+            )
+        )
     if demo_rounds > DEMO_ROUNDS_MAX:
         findings.append(
             Finding(

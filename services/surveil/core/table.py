@@ -173,6 +173,7 @@ class Shoe(msgspec.Struct, omit_defaults=True):
     accounted_upto: int = 0
     round_spans: list[tuple[int, int]] = []  # the first and last hand index of each round judged
     demo_rounds: int = 0
+    real_rounds: int = 0  # rounds opened that were not demonstrations
 
     def start(self, decks: int, automatic: bool) -> bool:
         """The shoe's start (Art. 1-2); False when it had started already."""
@@ -326,10 +327,14 @@ class Shoe(msgspec.Struct, omit_defaults=True):
             )
         return found
 
-    def open_demo_round(self) -> list[Finding]:
-        """Art. 2.2: at most three demonstration rounds in a shoe."""
+    def open_round(self, demo: bool) -> list[Finding]:
+        """A round of this shoe opened. Art. 2.2: at most three demonstration rounds in a shoe,
+        all before its first real round."""
+        if not demo:
+            self.real_rounds += 1
+            return []
         self.demo_rounds += 1
-        return procedure.check_demo_round(self.demo_rounds, 0)
+        return procedure.check_demo_round(self.demo_rounds, 0, self.real_rounds)
 
 
 def check_completed_round(rnd: Round, shoe: Shoe | None, last_round: LastRound) -> list[Finding]:

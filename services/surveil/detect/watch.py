@@ -360,9 +360,9 @@ class TableWatch:
                     self._finalize_shoe(earlier, event.time)
         if shoe is None:
             return
-        if d.demo:
-            for finding in shoe.shoe.open_demo_round():
-                self._raise(finding, self._round_context(rnd), event.time)
+        for finding in shoe.shoe.open_round(d.demo):
+            after_play = "real_rounds_before" in finding.evidence
+            self._raise(finding, self._round_context(rnd, ":after-play" if after_play else ""), event.time)
         self._trim_rounds()
 
     def _bet_placed(self, event: m.BetPlaced) -> None:

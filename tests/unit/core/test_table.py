@@ -185,9 +185,18 @@ def test_art3_1_no_round_opens_after_the_cut_card_beyond_the_house_policy() -> N
 
 def test_art2_2_a_fourth_demonstration_round_in_a_shoe_is_demo_rounds() -> None:
     shoe = started_shoe()
-    assert [shoe.open_demo_round() for _ in range(3)] == [[], [], []]
-    [finding] = shoe.open_demo_round()
+    assert [shoe.open_round(demo=True) for _ in range(3)] == [[], [], []]
+    [finding] = shoe.open_round(demo=True)
     assert (finding.code, finding.article) == (AlertCode.DEMO_ROUNDS, "Art. 2.2")
+
+
+def test_art2_2_a_demonstration_round_after_the_shoes_first_real_round_is_demo_rounds() -> None:
+    shoe = started_shoe()
+    assert shoe.open_round(demo=True) == []
+    assert shoe.open_round(demo=False) == []
+    [finding] = shoe.open_round(demo=True)
+    assert (finding.code, finding.article) == (AlertCode.DEMO_ROUNDS, "Art. 2.2")
+    assert finding.evidence == {"demo_rounds": 2, "real_rounds_before": 1}
 
 
 def test_the_shoe_has_a_rounds_cards_once_it_read_them_or_ended() -> None:

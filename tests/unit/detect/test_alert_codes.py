@@ -236,6 +236,28 @@ def test_demo_rounds_at_most_three_art2_2() -> None:
     check(AlertCode.DEMO_ROUNDS, shoe(4), shoe(3))
 
 
+def test_demo_rounds_only_before_the_first_real_round_art2_2() -> None:
+    def shoe(demo_after_play: bool) -> list[m.Event]:
+        s = Scenario()
+        s.start_shoe()
+        if not demo_after_play:
+            demo = s.open_round(demo=True)
+            s.close(demo)
+            s.deal(demo, BANKER_NATURAL)
+        s.round(PLAYER_DRAWS, [BetSpec("P1", Spot.BANKER, 1000)])
+        if demo_after_play:
+            demo = s.open_round(demo=True)
+            s.close(demo)
+            s.deal(demo, BANKER_NATURAL)
+        s.round(TIE)
+        s.end_shoe()
+        return s.log()
+
+    check(AlertCode.DEMO_ROUNDS, shoe(True), shoe(False))
+    [alert] = alerts(shoe(True))
+    assert alert.data.evidence["real_rounds_before"] == 1 and alert.data.round_id == "T01-S1-R2"
+
+
 def test_demo_rounds_take_no_bets_art2_2() -> None:
     def shoe(bet: bool) -> list[m.Event]:
         s = Scenario()
