@@ -392,6 +392,29 @@ def check_table_limit(rnd: Round) -> list[Finding]:
     return findings
 
 
+def check_late_limit(rnd: Round, bet: Bet, before: tuple[Spot, int] | None) -> list[Finding]:
+    """Art. 14 after bets closed: a bet placed, changed or withdrawn late (``before``: its spot
+    and amount until then, None for a new bet) must not leave the Banker/Player difference, or a
+    side spot, above the table limit and larger than it was before the move."""
+    now = money.spot_totals((b.spot, b.amount) for b in rnd.active_bets())
+    was = dict(now)
+    if not bet.withdrawn:
+        was[bet.spot] -= bet.amount
+    if before is not None:
+        was[before[0]] += before[1]
+    findings = []
+    for finding in money.check_table_limit(now, rnd.max_bet):
+        spot = finding.evidence.get("spot")
+        if spot is not None:
+            grew = now[spot] > was[spot]
+        else:
+            grew = abs(now[Spot.BANKER] - now[Spot.PLAYER]) > abs(was[Spot.BANKER] - was[Spot.PLAYER])
+        if grew:
+            finding.evidence.update(bet_id=bet.bet_id, late=True, stake=sum(now.values()))
+            findings.append(finding)
+    return findings
+
+
 def check_squeeze(rnd: Round, allowed: bool) -> Finding | None:
     """Art. 16: the cards held only where the house allows it, and by the seated bettor with the
     largest stake."""

@@ -371,7 +371,7 @@ class TableWatch:
         if watched is None or d.bet_id in watched.round.bets:
             return
         bet = watched.round.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount)
-        self._after_bet_move(watched, bet, event.time, "placed")
+        self._after_bet_move(watched, bet, event.time, "placed", None)
 
     def _bet_changed(self, event: m.BetChanged) -> None:
         d = event.data
@@ -381,8 +381,9 @@ class TableWatch:
             return
         if bet.carried is not None:
             self._check_tie_change(watched.round, bet, (d.spot, d.amount), event.time)
+        before = (bet.spot, bet.amount)
         bet.spot, bet.amount = d.spot, d.amount
-        self._after_bet_move(watched, bet, event.time, "changed")
+        self._after_bet_move(watched, bet, event.time, "changed", before)
 
     def _bet_withdrawn(self, event: m.BetWithdrawn) -> None:
         d = event.data
@@ -393,9 +394,9 @@ class TableWatch:
         if bet.carried is not None:
             self._check_tie_change(watched.round, bet, None, event.time)
         bet.withdrawn = True
-        self._after_bet_move(watched, bet, event.time, "withdrawn")
+        self._after_bet_move(watched, bet, event.time, "withdrawn", (bet.spot, bet.amount))
 
-    def _after_bet_move(self, watched: RoundWatch, bet: Bet, time: datetime, verb: str) -> None:
+    def _after_bet_move(self, watched: RoundWatch, bet: Bet, time: datetime, verb: str, before: tuple[Any, int] | None) -> None:
         rnd = watched.round
         if rnd.demo and not watched.demo_bets_flagged:
             watched.demo_bets_flagged = True
@@ -406,6 +407,9 @@ class TableWatch:
             self._raise(late, self._bet_context(rnd, bet, f":bet:{bet.bet_id}:{verb}"), time)
             if rnd.closed and verb != "withdrawn":
                 self._check_amount(rnd, bet, time)
+            if rnd.closed:
+                for ordinal, finding in enumerate(rules.check_late_limit(rnd, bet, before)):
+                    self._raise(finding, self._bet_context(rnd, bet, f":bet:{bet.bet_id}:{verb}:limit:{ordinal}"), time)
 
     def _check_tie_change(self, rnd: Round, bet: Bet, after: tuple[Any, int] | None, time: datetime) -> None:
         profile = self._profile(rnd)

@@ -18,6 +18,7 @@ from surveil.core.table import (
     check_bet_amount,
     check_completed_round,
     check_late_bet,
+    check_late_limit,
     check_payment,
     check_round_totals,
     check_squeeze,
@@ -250,6 +251,40 @@ def test_art14_the_banker_player_difference_is_held_to_the_table_limit() -> None
 def test_art14_a_withdrawn_bet_does_not_count_against_the_limit() -> None:
     big = Bet("B1", "P1", "1", Spot.TIE, 5_000, withdrawn=True)
     assert check_table_limit(round_with(big, max_bet=1_000)) == []
+
+
+def test_art14_a_late_bet_that_leaves_the_difference_above_the_limit_and_larger_is_table_limit() -> None:
+    banker, player = Bet("B1", "P1", "1", Spot.BANKER, 6_000), Bet("B2", "P2", "2", Spot.PLAYER, 2_000)
+    rnd = round_with(banker, player)  # limit 10,000: difference 4,000
+    rnd.closed = True
+    late = rnd.bets["B3"] = Bet("B3", "P3", "3", Spot.BANKER, 7_000)
+    [finding] = check_late_limit(rnd, late, None)
+    assert (finding.code, finding.article) == (AlertCode.TABLE_LIMIT, "Art. 14")
+    assert finding.evidence["difference"] == 11_000 and finding.evidence["bet_id"] == "B3" and finding.evidence["late"]
+    small = round_with(banker, player)
+    small.closed = True
+    within = small.bets["B3"] = Bet("B3", "P3", "3", Spot.BANKER, 5_000)
+    assert check_late_limit(small, within, None) == []  # 9,000: within the limit
+
+
+def test_art14_a_late_change_or_withdrawal_is_judged_against_the_stakes_before_it() -> None:
+    banker, player = Bet("B1", "P1", "1", Spot.BANKER, 12_000), Bet("B2", "P2", "2", Spot.PLAYER, 5_000)
+    rnd = round_with(banker, player)
+    rnd.closed = True
+    player.withdrawn = True  # the difference goes from 7,000 to 12,000
+    [finding] = check_late_limit(rnd, player, (Spot.PLAYER, 5_000))
+    assert finding.evidence["difference"] == 12_000
+    over = round_with(Bet("B1", "P1", "1", Spot.BANKER, 30_000), Bet("B2", "P2", "2", Spot.TIE, 2_000))
+    over.closed = True
+    moved = over.bets["B2"]
+    moved.spot = Spot.PLAYER  # Tie to Player: the difference shrinks, though still above the limit
+    assert check_late_limit(over, moved, (Spot.TIE, 2_000)) == []
+    tie = round_with(Bet("B1", "P1", "1", Spot.TIE, 9_000))
+    tie.closed = True
+    raised = tie.bets["B1"]
+    raised.amount = 11_000
+    [finding] = check_late_limit(tie, raised, (Spot.TIE, 9_000))
+    assert finding.evidence["spot"] == "tie" and finding.evidence["total"] == 11_000
 
 
 def test_art16_the_seated_bettor_with_the_largest_stake_holds_the_cards_standing_ones_do_not_count() -> None:

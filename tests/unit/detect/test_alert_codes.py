@@ -334,6 +334,36 @@ def test_late_bet_after_bets_closed() -> None:
     check(AlertCode.LATE_BET, table(round_with(True)), table(round_with(False)))
 
 
+def test_a_late_bet_is_also_held_to_the_table_limit_art14() -> None:
+    """A bet placed or changed after bets close is LATE_BET, and TABLE_LIMIT when it leaves the
+    Banker/Player difference or a side spot above the limit."""
+
+    def round_with(late: bool, change: bool = False) -> Callable[[Scenario], None]:
+        def build(s: Scenario) -> None:
+            round_id = s.open_round()
+            s.place(round_id, BetSpec("P1", Spot.BANKER, 150_000))
+            if not late:
+                s.place(round_id, BetSpec("P2", Spot.PLAYER, 100_000, seat="2"))
+                s.place(round_id, BetSpec("P7", Spot.BANKER, 100_000, seat="7", bet_id="BIG"))
+            s.close(round_id)
+            if late and change:
+                s.change(round_id, s.place(round_id, BetSpec("P7", Spot.TIE, 500, seat="7")), Spot.TIE, 210_000)
+            elif late:
+                s.place(round_id, BetSpec("P7", Spot.BANKER, 100_000, seat="7"))
+            s.deal(round_id, PLAYER_DRAWS)
+
+        return build
+
+    bent = alerts(table(round_with(True)))
+    assert sorted(a.data.rule for a in bent) == ["LATE_BET", "TABLE_LIMIT"]
+    limit = next(a for a in bent if a.data.rule == "TABLE_LIMIT")
+    assert (limit.data.article, limit.data.evidence["difference"], limit.data.evidence["late"]) == ("Art. 14", 250_000, True)
+    changed = alerts(table(round_with(True, change=True)))
+    assert sorted(a.data.rule for a in changed) == ["LATE_BET", "LATE_BET", "TABLE_LIMIT"]  # placed late, then changed late
+    assert next(a for a in changed if a.data.rule == "TABLE_LIMIT").data.evidence["spot"] == "tie"
+    assert alerts(table(round_with(False))) == []
+
+
 def test_banker_bet_multiple_of_the_minimum() -> None:
     check(
         AlertCode.BANKER_BET_MULTIPLE,
