@@ -196,6 +196,26 @@ class Scenario:
             seconds=15,
         )
 
+    def void(
+        self, round_id: str, player: Sequence[str], banker: Sequence[str], reason: str, *, face_up: Sequence[str] = (), order: str = ""
+    ) -> None:
+        """The shoe reads the cards dealt so far (``order``, default P, B, P, B, then third
+        cards), then the round is voided as the table-controller voids one: its cards burned,
+        then ``round.voided`` with the hands as dealt."""
+        order = order or ("PBPB"[: min(len(player), len(banker)) * 2] + "P" * max(0, len(player) - len(banker)))
+        order += "P" * (len(player) - order.count("P")) + "B" * (len(banker) - order.count("B"))
+        queues = {"P": iter(player), "B": iter(banker)}
+        hands: dict[str, list[m.PlacedCard]] = {"P": [], "B": []}
+        for hand in order:
+            card = next(queues[hand])
+            hands[hand].append(m.PlacedCard(index=self.read(card, face_up=card in face_up), card=card))
+        indices = sorted(c.index for c in (*hands["P"], *hands["B"]))
+        if indices:
+            self.emit(m.CardsBurned, m.CardsBurnedData(table_id=self.table, shoe_id=self.shoe_id, round_id=round_id, indices=indices))
+        self.emit(
+            m.RoundVoided, m.RoundVoidedData(table_id=self.table, round_id=round_id, reason=reason, player=hands["P"], banker=hands["B"])
+        )
+
     def round(
         self,
         cards: Sequence[str],

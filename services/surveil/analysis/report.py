@@ -10,7 +10,6 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..core.findings import SEVERITY, AlertCode
 from ..events.models import AlertRaised
 from .replay import ReplayResult
 
@@ -59,8 +58,8 @@ def render(result: ReplayResult, seconds: float) -> Group:
     by_rule = Table(title="Alerts by rule", title_justify="left")
     for column in ("rule", "severity", "alerts", "money at stake"):
         by_rule.add_column(column, justify="right" if column in ("alerts", "money at stake") else "left")
-    for name, count, stake in _tally(alerts, lambda a: a.data.rule):
-        severity = SEVERITY[AlertCode(name)].value if name in AlertCode.__members__ else "?"
+    for key, count, stake in _tally(alerts, lambda a: f"{a.data.rule} {a.data.severity}"):
+        name, severity = key.split(" ")  # a graded rule (ROUND_VOIDED) has a row per severity
         by_rule.add_row(name, severity, str(count), f"{stake:,}")
     parts.append(by_rule)
     parts.append(_table("Alerts by table", "table", _tally(alerts, lambda a: a.data.table_id)))

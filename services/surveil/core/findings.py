@@ -45,6 +45,8 @@ class AlertCode(StrEnum):
     SHOE_REPEAT = "SHOE_REPEAT"
     # Devices (added in v1.1): a shoe line or console input without its device's signature
     DEVICE_SIGNATURE = "DEVICE_SIGNATURE"
+    # Added in v1.2
+    ROUND_VOIDED = "ROUND_VOIDED"  # Art. 4, 10: every voided round; its severity depends on the round
 
 
 class Severity(StrEnum):
@@ -55,6 +57,8 @@ class Severity(StrEnum):
 
 # How urgent each code is for the surveillance room. Errors that move money or point to
 # cheating are critical; procedure slips are warnings; Art. 4 exposures are only recorded.
+# ROUND_VOIDED is graded by its finding: critical (its default here) for a void nothing in the
+# round called for, a warning for one Art. 10 allows.
 SEVERITY: dict[AlertCode, Severity] = {
     **{code: Severity.CRITICAL for code in AlertCode},
     AlertCode.CARD_EXPOSED: Severity.INFO,
@@ -76,19 +80,30 @@ SEVERITY: dict[AlertCode, Severity] = {
 }
 
 
+# The codes whose findings are graded case by case, and the severities they take.
+GRADED: dict[AlertCode, tuple[Severity, ...]] = {AlertCode.ROUND_VOIDED: (Severity.WARNING, Severity.CRITICAL)}
+
+
+def severities(code: AlertCode) -> tuple[Severity, ...]:
+    """Every severity an alert of ``code`` may have."""
+    return GRADED.get(code, (SEVERITY[code],))
+
+
 @dataclass(frozen=True, slots=True)
 class Finding:
     """One way play departed from the rules.
 
     ``article`` is the article enforced (e.g. ``"Art. 9(3)"``); ``summary`` is one sentence a
-    surveillance officer understands; ``evidence`` holds the facts that prove it (JSON-ready).
+    surveillance officer understands; ``evidence`` holds the facts that prove it (JSON-ready);
+    ``severity`` is the code's (``SEVERITY``) unless the finding is ``graded``.
     """
 
     code: AlertCode
     article: str
     summary: str
     evidence: dict[str, Any] = field(default_factory=dict)
+    graded: Severity | None = None  # this case's severity, for a code graded case by case (ROUND_VOIDED)
 
     @property
     def severity(self) -> Severity:
-        return SEVERITY[self.code]
+        return self.graded or SEVERITY[self.code]

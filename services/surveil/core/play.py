@@ -219,6 +219,31 @@ def check_play(player: Sequence[DealtCard], banker: Sequence[DealtCard], declare
     return findings + _check_result(player, banker, declared)
 
 
+def check_partial_deal(player: Sequence[DealtCard], banker: Sequence[DealtCard]) -> list[Finding]:
+    """Art. 7 and 9 on the cards of a round stopped before its end (voided, Art. 10): the cards
+    dealt so far went P, B, P, B, and no hand drew where it had to stand. A draw still missing is
+    not judged, nor the result: the round stopped."""
+    if len(player) >= 2 and len(banker) >= 2:
+        played = result_of([c.card for c in player], [c.card for c in banker])
+        return [f for f in check_play(player, banker, played) if f.code not in _MISSING_DRAWS]
+    dealt = sorted([(c.index, "P") for c in player] + [(c.index, "B") for c in banker])
+    seen = "".join(hand for _, hand in dealt)
+    expected = "PBPB"[: len(seen)]
+    if seen == expected:
+        return []
+    return [
+        Finding(
+            AlertCode.DEAL_ORDER,
+            "Art. 7",
+            f"Cards left the shoe in the order {seen} instead of {expected}.",
+            {**_hands_evidence(player, banker), "expected_order": expected, "seen_order": seen},
+        )
+    ]
+
+
+_MISSING_DRAWS = frozenset({AlertCode.DRAW_PLAYER_MISSING, AlertCode.DRAW_BANKER_MISSING})
+
+
 def _codes(hand: Sequence[DealtCard]) -> list[str]:
     return [dealt.card.code for dealt in hand]
 

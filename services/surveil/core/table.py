@@ -22,9 +22,9 @@ import msgspec
 
 from . import money, procedure
 from .cards import CARDS
-from .findings import AlertCode, Finding
+from .findings import AlertCode, Finding, Severity
 from .money import VOID, BetResult, Commission, Settlement, Spot, TieMove
-from .play import DealtCard, Outcome, RoundResult, check_play
+from .play import DealtCard, Outcome, RoundResult, check_partial_deal, check_play
 from .profiles import Burn, LastRound
 from .shoe import CARDS_PER_DECK, ShoeComposition
 
@@ -74,6 +74,8 @@ class Round(msgspec.Struct, omit_defaults=True):
     declared: RoundResult | None = None  # the result the table announced: the round is complete
     squeezed_by: str | None = None  # the patron who held the cards (Art. 16)
     voided: bool = False  # Art. 10
+    void_reason: str = ""
+    hands_unreported: bool = False  # voided, by an event that does not say which cards were dealt
     paid: dict[str, str] = {}  # bet id -> id of the settlement that paid it
     paid_totals: list[int] = msgspec.field(default_factory=lambda: [0, 0, 0, 0])  # staked, paid_out, commission, house_net
 
@@ -128,6 +130,13 @@ class Round(msgspec.Struct, omit_defaults=True):
     def complete(self, player: list[HandCard], banker: list[HandCard], declared: RoundResult, squeezed_by: str | None) -> None:
         self.player, self.banker, self.declared, self.squeezed_by = player, banker, declared, squeezed_by
 
+    def void(self, reason: str, player: list[HandCard] | None, banker: list[HandCard] | None) -> None:
+        """Art. 10: the round is void, for ``reason``, with the cards dealt until then (None when
+        the event does not say)."""
+        self.voided, self.void_reason = True, reason
+        self.hands_unreported = player is None and banker is None
+        self.player, self.banker = player or [], banker or []
+
     def expected_settlement(self, bet: Bet, commission: Commission) -> Settlement:
         """What the rules pay ``bet`` (Art. 10, 12, 17, 18): every stake back on a void."""
         if self.voided or self.declared is None:
@@ -172,6 +181,7 @@ class Shoe(msgspec.Struct, omit_defaults=True):
     dealt: dict[int, str] = {}  # index -> round id
     accounted_upto: int = 0
     round_spans: list[tuple[int, int]] = []  # the first and last hand index of each round judged
+    exposed: list[int] = []  # indices of the cards that came out face up (Art. 4)
     demo_rounds: int = 0
     real_rounds: int = 0  # rounds opened that were not demonstrations
 
@@ -201,6 +211,7 @@ class Shoe(msgspec.Struct, omit_defaults=True):
                 )
             )
         if face_up:
+            self.exposed.append(index)
             found.append(
                 Finding(
                     AlertCode.CARD_EXPOSED,
@@ -225,11 +236,18 @@ class Shoe(msgspec.Struct, omit_defaults=True):
         for index in indices:
             self.burned.setdefault(index, round_id or "")
 
+    def cards_of(self, rnd: Round) -> list[int]:
+        """The shoe indices of ``rnd``'s cards: its hands', or for a round voided by an event that
+        does not name them, the cards burned for it."""
+        if rnd.hands_unreported:
+            return sorted(index for index, round_id in self.burned.items() if round_id == rnd.round_id)
+        return rnd.indices()
+
     def has_cards_of(self, rnd: Round) -> bool:
-        """Whether the shoe has read every card of ``rnd``'s hands, or ended. An index past the
-        shoe's last card can never be read: it is not waited for."""
+        """Whether the shoe has read every card of ``rnd``, or ended. An index past the shoe's
+        last card can never be read: it is not waited for."""
         size = self.decks * CARDS_PER_DECK
-        needed = max((i for i in rnd.indices() if i <= size), default=0)
+        needed = max((i for i in self.cards_of(rnd) if i <= size), default=0)
         return self.started and (self.ended or self.last_index >= needed)
 
     def stand_ins(self, rnd: Round) -> dict[int, int]:
@@ -347,6 +365,69 @@ def check_completed_round(rnd: Round, shoe: Shoe | None, last_round: LastRound) 
     if shoe is not None:
         found += shoe.check_round(rnd, last_round)
     return found
+
+
+def check_void(rnd: Round, shoe: Shoe | None) -> Finding:
+    """Art. 10 and 4: a voided round, which returned every stake. A void is for a misdeal that
+    cannot be corrected (Art. 10): a warning when the round holds one the detectors find (cards
+    out of the order of the deal, a hand drawing where it had to stand, a card other than the one
+    the shoe read, or one the shoe never read); critical when it holds none, a card exposed face
+    up being none (Art. 4: the round and its bets stay valid)."""
+    reads = shoe.reads if shoe is not None else {}
+    indices = shoe.cards_of(rnd) if shoe is not None else rnd.indices()
+    misdeals: list[Finding] = []
+    hands: dict[str, list[DealtCard]] = {"Player": [], "Banker": []}
+    for hand, cards in (("Player", rnd.player), ("Banker", rnd.banker)):
+        for dealt in cards:
+            read = reads.get(dealt.index)
+            if shoe is not None and read is None:
+                misdeals.append(
+                    Finding(
+                        AlertCode.CARD_MISMATCH,
+                        "Art. 7",
+                        f"The {hand} hand's card {dealt.index} was never read by the shoe: the round cannot know it.",
+                    )
+                )
+            elif shoe is not None and dealt.card is not None and dealt.card != read:
+                misdeals.append(
+                    Finding(
+                        AlertCode.CARD_MISMATCH,
+                        "Art. 7",
+                        f"The {hand} hand shows the {dealt.card} as card {dealt.index}; the shoe read the {read}.",
+                    )
+                )
+            card = dealt.card or read
+            if card is not None:
+                hands[hand].append(DealtCard(dealt.index, CARDS[card]))
+    misdeals += check_partial_deal(hands["Player"], hands["Banker"])
+    exposed = [{"index": i, "card": reads.get(i)} for i in indices if shoe is not None and i in shoe.exposed]
+    stake = rnd.staked()
+    evidence: dict[str, Any] = {
+        "reason": rnd.void_reason,
+        "misdeals": [{"code": str(f.code), "article": f.article, "summary": f.summary} for f in misdeals],
+        "exposed": exposed,
+        "cards": {"burned_for_the_round": indices}
+        if rnd.hands_unreported
+        else {"player": [msgspec.to_builtins(c) for c in rnd.player], "banker": [msgspec.to_builtins(c) for c in rnd.banker]},
+        "bets": len(rnd.active_bets()),
+        "stake": stake,
+    }
+    said = f"Round {rnd.round_id} was voided ({rnd.void_reason!r})"
+    if misdeals:
+        found = "; ".join(f"{f.code}: {f.summary}" for f in misdeals)
+        summary = (
+            f"{said} after a misdeal ({found}); Art. 10 voids a round whose misdeal cannot be corrected: stakes of {stake} were returned."
+        )
+        return Finding(AlertCode.ROUND_VOIDED, "Art. 10", summary, evidence, graded=Severity.WARNING)
+    if exposed:
+        shown = ", ".join(f"the {e['card']} (card {e['index']})" for e in exposed)
+        summary = (
+            f"{said} with only a card exposed face up in it, {shown}: Art. 4 keeps the round and its bets valid and play "
+            f"continues, so stakes of {stake} the rules had in play were returned."
+        )
+        return Finding(AlertCode.ROUND_VOIDED, "Art. 4, 10", summary, evidence, graded=Severity.CRITICAL)
+    summary = f"{said} with no misdeal found in it: stakes of {stake} the rules had in play were returned (Art. 10)."
+    return Finding(AlertCode.ROUND_VOIDED, "Art. 10", summary, evidence, graded=Severity.CRITICAL)
 
 
 # ---- checks on the bets (Art. 2.2, 12-16) ----------------------------------------------------

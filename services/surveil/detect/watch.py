@@ -459,11 +459,17 @@ class TableWatch:
         self._settle_waiting(watched, event.time)
 
     def _round_voided(self, event: m.RoundVoided) -> None:
-        watched = self.state.rounds.get(event.data.round_id)
+        d = event.data
+        watched = self.state.rounds.get(d.round_id)
         if watched is None or watched.round.ended:
             return
-        watched.round.voided = True
-        watched.checked = True  # Art. 10: a voided round's cards are burned, not judged
+        watched.round.void(
+            d.reason,
+            None if d.player is None else [HandCard(c.index, c.card) for c in d.player],
+            None if d.banker is None else [HandCard(c.index, c.card) for c in d.banker],
+        )
+        self.state.unchecked.append(d.round_id)  # judged once the shoe stream has its cards
+        self._check_ready_rounds(event.time)
         self._settle_waiting(watched, event.time)
 
     # ---- round checks (need both streams) -----------------------------------------------------
@@ -482,8 +488,11 @@ class TableWatch:
     def _check_round(self, watched: RoundWatch, time: datetime) -> None:
         rnd = watched.round
         declared = rnd.declared
-        assert declared is not None
         watched.checked = True
+        if declared is None:  # voided (Art. 10)
+            shoe_watch = self._started_shoe(rnd.shoe_id)
+            self._raise(rules.check_void(rnd, shoe_watch.shoe if shoe_watch else None), self._round_context(rnd), time)
+            return
         self.rounds_checked += 1
         shoe = self._started_shoe(rnd.shoe_id)
         if shoe is not None and not shoe.start_burn_checked:

@@ -141,9 +141,20 @@ class RoundCompletedData(Data, frozen=True, kw_only=True):
     squeezed_by: Id | None
 
 
-class RoundVoidedData(Data, frozen=True, kw_only=True):
+class PlacedCard(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A card placed in a hand box: its shoe index, and the card where the box recognised it."""
+
+    index: Index
+    card: CardCode | None = None
+
+
+class RoundVoidedData(Data, frozen=True, kw_only=True, omit_defaults=True):
     round_id: Id
     reason: str
+    # The cards dealt to each hand before the void, in the order dealt (added in v1.2: absent from
+    # older logs, where the detectors take the cards burned for the round).
+    player: list[PlacedCard] | None = None
+    banker: list[PlacedCard] | None = None
 
 
 # ---- baccarat.settlement ------------------------------------------------------------------

@@ -394,9 +394,14 @@ def _voided(table_id: str, rnd: Round, reason: str, time: datetime) -> list[m.Ev
     if rnd.player or rnd.banker:
         burned = m.CardsBurnedData(table_id=table_id, shoe_id=rnd.shoe_id, round_id=rnd.round_id, indices=sorted(rnd.indices()))
         outputs.append(_make(m.CardsBurned, burned, f"{rnd.round_id}/burned", time))
-    outputs.append(
-        _make(m.RoundVoided, m.RoundVoidedData(table_id=table_id, round_id=rnd.round_id, reason=reason), f"{rnd.round_id}/voided", time)
+    voided = m.RoundVoidedData(
+        table_id=table_id,
+        round_id=rnd.round_id,
+        reason=reason,
+        player=[m.PlacedCard(c.index, c.card) for c in rnd.player],
+        banker=[m.PlacedCard(c.index, c.card) for c in rnd.banker],
     )
+    outputs.append(_make(m.RoundVoided, voided, f"{rnd.round_id}/voided", time))
     return outputs
 
 

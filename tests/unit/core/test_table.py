@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from surveil.core.findings import AlertCode
+from surveil.core.findings import AlertCode, Severity
 from surveil.core.money import BetResult, Commission, Settlement, Spot, TieMove
 from surveil.core.play import Outcome, RoundResult
 from surveil.core.profiles import Burn, BurnPolicy, LastRound
@@ -24,6 +24,7 @@ from surveil.core.table import (
     check_squeeze,
     check_table_limit,
     check_tie_change,
+    check_void,
     decided_bets,
     paid_unknown_bet,
     unpaid_bets,
@@ -207,6 +208,84 @@ def test_the_shoe_has_a_rounds_cards_once_it_read_them_or_ended() -> None:
     assert not shoe.has_cards_of(rnd)
     shoe.ended = True
     assert shoe.has_cards_of(rnd)
+
+
+# ---- voided rounds (Art. 4, 10) -----------------------------------------------------------------
+
+
+def voided_round(player: list[tuple[int, str | None]], banker: list[tuple[int, str | None]]) -> Round:
+    rnd = round_with(Bet("B1", "P1", "1", Spot.BANKER, 300), Bet("B2", "P2", "2", Spot.PLAYER, 200))
+    rnd.void("dealer's call", [HandCard(i, c) for i, c in player], [HandCard(i, c) for i, c in banker])
+    return rnd
+
+
+def shoe_of(*cards: str, face_up: int = 0) -> Shoe:
+    shoe = started_shoe()
+    for index, card in enumerate(cards, start=1):
+        shoe.read(index, card, face_up=index == face_up)
+    return shoe
+
+
+def test_art10_a_void_with_no_misdeal_in_the_round_is_critical() -> None:
+    rnd = voided_round([(1, "2H"), (3, "4S")], [(2, "3D"), (4, "5C")])
+    finding = check_void(rnd, shoe_of("2H", "3D", "4S", "5C"))
+    assert (finding.code, finding.article, finding.severity) == (AlertCode.ROUND_VOIDED, "Art. 10", Severity.CRITICAL)
+    assert finding.evidence["reason"] == "dealer's call" and finding.evidence["misdeals"] == [] and finding.evidence["stake"] == 500
+    assert finding.evidence["cards"]["player"] == [{"index": 1, "card": "2H"}, {"index": 3, "card": "4S"}]
+    nothing_dealt = round_with()
+    nothing_dealt.void("table closed", [], [])
+    assert check_void(nothing_dealt, started_shoe()).severity is Severity.CRITICAL
+
+
+def test_art4_a_void_for_a_card_exposed_face_up_is_critical() -> None:
+    rnd = voided_round([(1, "2H"), (3, "4S")], [(2, "3D")])
+    finding = check_void(rnd, shoe_of("2H", "3D", "4S", face_up=3))
+    assert (finding.article, finding.severity, finding.evidence["exposed"]) == (
+        "Art. 4, 10",
+        Severity.CRITICAL,
+        [{"index": 3, "card": "4S"}],
+    )
+    assert "Art. 4 keeps the round and its bets valid" in finding.summary
+
+
+@pytest.mark.parametrize(
+    ("player", "banker", "cards", "misdeal"),
+    [
+        ([(1, "8H"), (2, "KD")], [(3, "2C"), (4, "3S")], ("8H", "KD", "2C", "3S"), "DEAL_ORDER"),  # P, P, B, B (Art. 7)
+        ([(2, "2H")], [(1, "3D")], ("3D", "2H"), "DEAL_ORDER"),  # the Banker's card first, in a round stopped at two
+        ([(1, "6H"), (3, "KD"), (5, "4D")], [(2, "2C"), (4, "3S")], ("6H", "2C", "KD", "3S", "4D"), "DRAW_PLAYER_EXTRA"),  # Art. 9(2)
+        ([(1, "2H"), (3, "4S")], [(2, "3D"), (4, "9C")], ("2H", "3D", "4S", "5C"), "CARD_MISMATCH"),  # not what the shoe read
+        ([(1, "2H"), (3, None)], [(2, "3D")], ("2H", "3D"), "CARD_MISMATCH"),  # never read by the shoe
+    ],
+)
+def test_art10_a_void_after_a_misdeal_the_detectors_find_is_a_warning(
+    player: list[tuple[int, str | None]], banker: list[tuple[int, str | None]], cards: tuple[str, ...], misdeal: str
+) -> None:
+    shoe = shoe_of(*cards)
+    shoe.ended = True
+    finding = check_void(voided_round(player, banker), shoe)
+    assert (finding.code, finding.article, finding.severity) == (AlertCode.ROUND_VOIDED, "Art. 10", Severity.WARNING)
+    assert [d["code"] for d in finding.evidence["misdeals"]] == [misdeal]
+
+
+def test_art10_a_player_draw_still_missing_when_the_round_stopped_is_no_misdeal() -> None:
+    rnd = voided_round([(1, "2H"), (3, "3S")], [(2, "3D"), (4, "KC")])  # the Player (5) was still to draw
+    assert check_void(rnd, shoe_of("2H", "3D", "3S", "KC")).severity is Severity.CRITICAL
+
+
+def test_a_round_voided_without_its_hands_is_judged_on_the_cards_burned_for_it() -> None:
+    shoe = shoe_of("2H", "3D", "4S", face_up=2)
+    rnd = round_with()
+    rnd.void("old log", None, None)
+    assert rnd.hands_unreported
+    shoe.burn([1, 2, 3, 4], rnd.round_id)
+    assert shoe.cards_of(rnd) == [1, 2, 3, 4]
+    assert not shoe.has_cards_of(rnd)  # card 4 is still to be read
+    shoe.read(4, "5C", face_up=False)
+    assert shoe.has_cards_of(rnd)
+    finding = check_void(rnd, shoe)
+    assert finding.evidence["cards"] == {"burned_for_the_round": [1, 2, 3, 4]}
+    assert finding.evidence["exposed"] == [{"index": 2, "card": "3D"}]
 
 
 # ---- the bets (Art. 2.2, 12-16) -----------------------------------------------------------------

@@ -164,6 +164,77 @@ def test_card_exposed_is_recorded_and_play_stays_valid_art4() -> None:
     assert alerts(table(lambda s: s.round(PLAYER_DRAWS))) == []
 
 
+def voided(player: list[str], banker: list[str], reason: str, **options: object) -> list[m.Event]:
+    """A round with two bets voided after ``player`` and ``banker`` were dealt."""
+
+    def build(s: Scenario) -> None:
+        round_id = s.open_round()
+        s.place(round_id, BetSpec("P1", Spot.BANKER, 1000))
+        s.place(round_id, BetSpec("P2", Spot.PLAYER, 2000, seat="2"))
+        s.close(round_id)
+        s.void(round_id, player, banker, reason, **options)  # type: ignore[arg-type]
+
+    return table(build)
+
+
+def completed(cards: list[str], **options: object) -> list[m.Event]:
+    """The voided round's legal twin: the same bets, the round played to its end."""
+    return table(lambda s: s.round(cards, [BetSpec("P1", Spot.BANKER, 1000), BetSpec("P2", Spot.PLAYER, 2000, seat="2")], **options))
+
+
+def test_round_voided_with_no_misdeal_is_critical_art10() -> None:
+    bent = voided(["2H", "3D"], ["3C", "KS"], "dealer's call")
+    check(AlertCode.ROUND_VOIDED, bent, completed(PLAYER_DRAWS))
+    [alert] = alerts(bent)
+    assert (alert.data.severity, alert.data.article) == ("critical", "Art. 10")
+    evidence = alert.data.evidence
+    assert (evidence["reason"], evidence["misdeals"], evidence["exposed"], evidence["stake"]) == ("dealer's call", [], [], 3000)
+    assert "no misdeal" in alert.data.summary
+
+
+def test_round_voided_for_an_exposed_card_is_critical_art4() -> None:
+    """The trap of the corrupted text: an exposed card leaves the round and its bets valid."""
+    bent = voided(["2H", "3D"], ["3C", "KS"], "card exposed", face_up=["3D"])
+    assert sorted(a.data.rule for a in alerts(bent)) == ["CARD_EXPOSED", "ROUND_VOIDED"]
+    voided_alert = next(a for a in alerts(bent) if a.data.rule == "ROUND_VOIDED")
+    assert (voided_alert.data.severity, voided_alert.data.article) == ("critical", "Art. 4, 10")
+    assert voided_alert.data.evidence["exposed"] == [{"index": 15, "card": "3D"}]
+    # its twin: the exposed card stays in play, and the round is played to its end
+    assert [a.data.rule for a in alerts(completed(PLAYER_DRAWS, face_up=["3D"]))] == ["CARD_EXPOSED"]
+
+
+def test_round_voided_after_a_misdeal_is_a_warning_art10() -> None:
+    bent = voided(["8H", "KD"], ["2C", "3S"], "cards dealt out of order", order="PPBB")
+    check(AlertCode.ROUND_VOIDED, bent, completed(["8H", "2C", "KD", "3S"]))
+    [alert] = alerts(bent)
+    assert (alert.data.severity, alert.data.article) == ("warning", "Art. 10")
+    assert [d["code"] for d in alert.data.evidence["misdeals"]] == ["DEAL_ORDER"]
+    extra = voided(["6H", "KD", "4D"], ["2C", "3S"], "Player drew on 6")  # Art. 9(2): the Player stands on 6
+    [alert] = alerts(extra)
+    assert alert.data.severity == "warning" and [d["code"] for d in alert.data.evidence["misdeals"]] == ["DRAW_PLAYER_EXTRA"]
+
+
+def test_round_voided_stakes_returned_are_still_checked_art10() -> None:
+    events = voided(["2H", "3D"], ["3C", "KS"], "dealer's call")
+    position = next(i for i, e in enumerate(events) if isinstance(e, m.BetSettled) and e.data.patron_id == "P2")
+    paid = events[position]
+    assert (paid.data.result, paid.data.net) == ("push", 0)
+    events[position] = msgspec.structs.replace(paid, data=msgspec.structs.replace(paid.data, result="lose", net=-2000))
+    events = _retotal(events, paid.data.round_id)
+    assert sorted(a.data.rule for a in alerts(events)) == ["PAYOUT_MISMATCH", "ROUND_VOIDED"]
+
+
+def test_round_voided_in_an_older_log_takes_the_cards_burned_for_it() -> None:
+    """A round.voided without the hands (recorded before v1.2) is judged on the cards burned for it."""
+    events = [
+        msgspec.structs.replace(e, data=msgspec.structs.replace(e.data, player=None, banker=None)) if isinstance(e, m.RoundVoided) else e
+        for e in voided(["2H", "3D"], ["3C", "KS"], "card exposed", face_up=["3D"])
+    ]
+    [alert] = [a for a in alerts(events) if a.data.rule == "ROUND_VOIDED"]
+    assert alert.data.evidence["cards"] == {"burned_for_the_round": [13, 14, 15, 16]}
+    assert alert.data.evidence["exposed"] == [{"index": 15, "card": "3D"}] and alert.data.severity == "critical"
+
+
 def test_burn_count_art2_1() -> None:
     def shoe(burned: int) -> list[m.Event]:
         s = Scenario()

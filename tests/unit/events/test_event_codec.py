@@ -140,3 +140,16 @@ def test_bytes_that_are_not_an_event_raise_invalid_event_error(payload: bytes) -
 
 def test_invalid_event_error_is_a_value_error() -> None:
     assert issubclass(InvalidEventError, ValueError)
+
+
+def test_a_round_voided_may_name_its_hands_and_an_older_one_without_them_still_decodes() -> None:
+    older = decode(raw(event("baccarat.round.voided")))
+    assert (older.data.player, older.data.banker) == (None, None)  # type: ignore[attr-defined]
+    sample = event("baccarat.round.voided")
+    sample["data"] |= {"player": [{"index": 9, "card": "2S"}, {"index": 11, "card": None}], "banker": [{"index": 10, "card": "KD"}]}
+    decoded = decode(raw(sample))
+    assert decoded.data.player == [models.PlacedCard(9, "2S"), models.PlacedCard(11, None)]  # type: ignore[attr-defined]
+    assert json.loads(encode(decoded)) == sample
+    sample["data"]["banker"] = [{"index": 0, "card": "KD"}]
+    with pytest.raises(InvalidEventError, match=r"\$\.data\.banker\[0\]\.index"):
+        decode(raw(sample))

@@ -191,6 +191,7 @@ def test_a_round_whose_card_the_shoe_never_read_is_voided_when_the_shoe_ends(tab
     burned, voided, opened = released
     assert data(burned) == m.CardsBurnedData(table_id=TABLE, shoe_id=SHOE, round_id=ROUND_ID, indices=[1, 2, 3, 4])
     assert data(voided).reason == f"shoe {SHOE} ended without reading card 3 (player), which the hand box did not recognise"
+    assert data(voided).player == [m.PlacedCard(1, "2S"), m.PlacedCard(3, None)]  # the hands as dealt, for the detectors
     assert (voided.id, voided.time) == (f"{ROUND_ID}/voided", table.clock.replace(second=table.clock.second - 2))
     assert data(opened).carried_bet_ids == ["B1"]  # the tie was announced and the table played on
 
@@ -234,13 +235,20 @@ def test_a_void_burns_the_placed_cards_and_ends_the_round(table: Table) -> None:
     table.do("card", hand="banker", index=2, card="KD")
     burned, voided = table.do("void", reason="misdeal that could not be corrected (Art. 10)")
     assert (burned.id, data(burned).indices, data(burned).round_id) == (f"{ROUND_ID}/burned", [1, 2], ROUND_ID)
-    assert data(voided) == m.RoundVoidedData(table_id=TABLE, round_id=ROUND_ID, reason="misdeal that could not be corrected (Art. 10)")
+    assert data(voided) == m.RoundVoidedData(
+        table_id=TABLE,
+        round_id=ROUND_ID,
+        reason="misdeal that could not be corrected (Art. 10)",
+        player=[m.PlacedCard(1, "2S")],
+        banker=[m.PlacedCard(2, "KD")],
+    )
     assert table.rejects(table.input("close")) == f"bets.close: no round is in progress at table {TABLE}"
 
 
 def test_a_void_before_any_card_only_voids(table: Table) -> None:
     open_round(table)
-    assert types(table.do("void", reason="table closed")) == ["baccarat.round.voided"]
+    (voided,) = table.do("void", reason="table closed")
+    assert (data(voided).player, data(voided).banker) == ([], [])  # none dealt, said so
 
 
 def test_a_tie_carries_the_player_and_banker_bets_into_the_next_round(table: Table) -> None:
