@@ -164,17 +164,24 @@ class Scenario:
         squeezed_by: str | None = None,
         extra_reads: Sequence[str] = (),
         face_up: Sequence[str] = (),
+        brought: dict[int, int] | None = None,
+        burn_after: tuple[int, Sequence[str]] | None = None,
     ) -> None:
         """The shoe reads the hands' cards in ``order`` (default P, B, P, B, then third cards) and
         the round completes with the result the cards give. ``bend`` may change the hands as the
         boxes report them, ``declare`` the announced result; ``extra_reads`` leave the shoe
-        after the hands and go nowhere."""
+        after the hands and go nowhere. ``brought`` (deal slot -> shoe index): that card does not
+        come out of the shoe but is brought back under an index already used; ``burn_after``
+        (cards dealt, cards): the dealer burns those cards after so many of the round's cards."""
         order = order or "PBPB" + "P" * (len(player) - 2) + "B" * (len(banker) - 2)
         queues = {"P": iter(player), "B": iter(banker)}
         hands: dict[str, list[m.HandCard]] = {"P": [], "B": []}
-        for hand in order:
+        for slot, hand in enumerate(order):
+            if burn_after is not None and burn_after[0] == slot:
+                self.burn(burn_after[1], round_id)
             card = next(queues[hand])
-            hands[hand].append(m.HandCard(index=self.read(card, face_up=card in face_up), card=card))
+            index = brought[slot] if brought and slot in brought else self.read(card, face_up=card in face_up)
+            hands[hand].append(m.HandCard(index=index, card=card))
         for card in extra_reads:
             self.read(card)
         if bend:

@@ -47,6 +47,8 @@ class AlertCode(StrEnum):
     DEVICE_SIGNATURE = "DEVICE_SIGNATURE"
     # Added in v1.2
     ROUND_VOIDED = "ROUND_VOIDED"  # Art. 4, 10: every voided round; its severity depends on the round
+    CARD_REUSED = "CARD_REUSED"  # Art. 2, 8: a shoe index in two hands, two rounds, or burned then dealt
+    BURN_MID_ROUND = "BURN_MID_ROUND"  # Art. 8: a burn after the round's first card
 
 
 class Severity(StrEnum):

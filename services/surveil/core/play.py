@@ -259,10 +259,11 @@ def _hands_evidence(player: Sequence[DealtCard], banker: Sequence[DealtCard]) ->
 
 def _check_order(player: Sequence[DealtCard], banker: Sequence[DealtCard]) -> Finding | None:
     """Art. 7: P, B, P, B by shoe index, then the Player's third card, then the Banker's."""
-    # Dealt right, the shoe indices rise in that order: the usual case needs no more.
+    # Dealt right, the shoe indices rise in that order: the usual case needs no more. One index
+    # twice is a card used twice (CARD_REUSED, judged with the shoe), not an order broken.
     previous = 0
     for dealt_card in (player[0], banker[0], player[1], banker[1], *player[2:], *banker[2:]):
-        if dealt_card.index <= previous:
+        if dealt_card.index < previous:
             break
         previous = dealt_card.index
     else:
@@ -273,7 +274,7 @@ def _check_order(player: Sequence[DealtCard], banker: Sequence[DealtCard]) -> Fi
     summary = (
         f"Cards left the shoe in the order {seen} instead of {expected}."
         if seen != expected
-        else "A hand holds its cards out of the order they left the shoe (or one shoe index twice)."
+        else "A hand holds its cards out of the order they left the shoe."
     )
     return Finding(
         AlertCode.DEAL_ORDER,

@@ -158,6 +158,19 @@ class Round(msgspec.Struct, omit_defaults=True):
         return first
 
 
+def _reused(rnd: Round, hand: str, dealt: HandCard, before: dict[str, str | None]) -> Finding:
+    where = {"burned": "was burned before", "an earlier round": f"was dealt in round {before['round_id']}"}.get(
+        str(before["where"]), f"is also in the {before['where']}"
+    )
+    return Finding(
+        AlertCode.CARD_REUSED,
+        "Art. 2, 8",
+        f"Card {dealt.index} of the shoe{f' (the {dealt.card})' if dealt.card else ''} is in the {hand.capitalize()} hand "
+        f"of round {rnd.round_id}, but it {where}: a card brought back into play.",
+        {"index": dealt.index, "card": dealt.card, "hand": hand, "first": before},
+    )
+
+
 def _carried(bet: Bet) -> Bet:
     return Bet(bet.bet_id, bet.patron_id, bet.seat, bet.spot, bet.amount, carried=(bet.spot, bet.amount))
 
@@ -178,7 +191,8 @@ class Shoe(msgspec.Struct, omit_defaults=True):
     ended: bool = False
     cut_index: int | None = None  # cards out before the cut card
     burned: dict[int, str] = {}  # index -> round id ("" at the shoe's start)
-    dealt: dict[int, str] = {}  # index -> round id
+    dealt: dict[int, str] = {}  # index -> round id, as the rounds are judged against the reads
+    placed: dict[int, str] = {}  # index -> round id, as the table stream completes the rounds
     accounted_upto: int = 0
     round_spans: list[tuple[int, int]] = []  # the first and last hand index of each round judged
     exposed: list[int] = []  # indices of the cards that came out face up (Art. 4)
@@ -242,6 +256,46 @@ class Shoe(msgspec.Struct, omit_defaults=True):
         if rnd.hands_unreported:
             return sorted(index for index, round_id in self.burned.items() if round_id == rnd.round_id)
         return rnd.indices()
+
+    def place(self, rnd: Round) -> list[Finding]:
+        """Art. 2, 8: the cards of ``rnd``, just completed, against what the table said before
+        (burns and earlier rounds, in the table stream's order): a shoe index in two hands, in
+        an earlier round, or burned before (``CARD_REUSED``: a card back in play is how a known
+        card is brought to a hand); a burn between the round's first and last card
+        (``BURN_MID_ROUND``: Art. 8 burns only at a round's start, before its first card)."""
+        found = []
+        held: dict[int, str] = {}
+        for hand, cards in (("player", rnd.player), ("banker", rnd.banker)):
+            for dealt in cards:
+                index = dealt.index
+                before: dict[str, str | None]
+                if index in held:
+                    before = {"where": f"{held[index]} hand", "round_id": rnd.round_id}
+                elif index in self.placed:
+                    before = {"where": "an earlier round", "round_id": self.placed[index]}
+                elif index in self.burned:
+                    before = {"where": "burned", "round_id": self.burned[index] or None}
+                else:
+                    held[index] = hand
+                    continue
+                found.append(_reused(rnd, hand, dealt, before))
+        for index in held:
+            self.placed.setdefault(index, rnd.round_id)
+        if held:
+            first, last = min(held), max(held)
+            inside = sorted(i for i in self.burned if first < i < last and i not in held)
+            if inside:
+                found.append(
+                    Finding(
+                        AlertCode.BURN_MID_ROUND,
+                        "Art. 8",
+                        f"Card(s) {', '.join(map(str, inside))} were burned after the round's first card (card {first}) "
+                        f"and before its last (card {last}): a burn in the middle of a round changes which card each hand "
+                        "receives; Art. 8 burns only at the start of a round.",
+                        {"burned": inside, "first_card": first, "last_card": last},
+                    )
+                )
+        return found
 
     def has_cards_of(self, rnd: Round) -> bool:
         """Whether the shoe has read every card of ``rnd``, or ended. An index past the shoe's

@@ -450,6 +450,11 @@ class TableWatch:
             d.squeezed_by,
         )
         self.state.unchecked.append(rnd.round_id)
+        shoe = self._shoe(rnd.shoe_id)
+        for placed in shoe.shoe.place(rnd) if shoe is not None else ():  # the table stream's own account of the cards
+            placed.evidence["stake"] = rnd.staked()
+            scope = f":reused:{placed.evidence['index']}:{placed.evidence['hand']}" if placed.code == AlertCode.CARD_REUSED else ":burn"
+            self._raise(placed, self._round_context(rnd, scope), event.time)
         finding = rules.check_squeeze(rnd, self._profile(rnd).squeeze_allowed)
         if finding:
             self._raise(finding, self._round_context(rnd, patron_id=rnd.squeezed_by), event.time)

@@ -210,6 +210,43 @@ def test_the_shoe_has_a_rounds_cards_once_it_read_them_or_ended() -> None:
     assert shoe.has_cards_of(rnd)
 
 
+def test_art2_8_a_shoe_index_in_two_hands_in_two_rounds_or_burned_then_dealt_is_card_reused() -> None:
+    shoe = started_shoe()
+    shoe.burn([1, 2], round_id=None)
+    first = dealt(round_with(), [(3, "2C"), (5, "2C")], [(4, "3D"), (6, "3D")], RoundResult(4, 6, Outcome.BANKER, False, False))
+    assert shoe.place(first) == []
+    assert shoe.placed == {3: first.round_id, 4: first.round_id, 5: first.round_id, 6: first.round_id}
+    again = dealt(round_with(), [(2, "9S"), (7, "2C")], [(5, "2C"), (8, "3D")], RoundResult(1, 5, Outcome.BANKER, False, False))
+    again.round_id = "T01:S1:2"
+    burned, earlier = shoe.place(again)
+    assert (burned.code, burned.article) == (AlertCode.CARD_REUSED, "Art. 2, 8")
+    assert burned.evidence == {"index": 2, "card": "9S", "hand": "player", "first": {"where": "burned", "round_id": None}}
+    assert earlier.evidence["first"] == {"where": "an earlier round", "round_id": first.round_id}
+    assert "dealt in round T01:S1:1" in earlier.summary
+    both = dealt(round_with(), [(9, "9H"), (11, "KD")], [(10, "8C"), (11, "KD")], RoundResult(9, 8, Outcome.PLAYER, False, False))
+    [twice] = shoe.place(both)
+    assert twice.evidence["first"] == {"where": "player hand", "round_id": both.round_id} and twice.evidence["hand"] == "banker"
+
+
+def test_art8_a_burn_between_a_rounds_first_and_last_card_is_burn_mid_round() -> None:
+    shoe = started_shoe()
+    rnd = round_with()
+    shoe.burn([3], rnd.round_id)  # at the round's start: before its first card
+    shoe.burn([6], rnd.round_id)  # after its first card
+    played = dealt(rnd, [(4, "2C"), (7, "2C")], [(5, "3D"), (8, "3D")], RoundResult(4, 6, Outcome.BANKER, False, False))
+    [finding] = shoe.place(played)
+    assert (finding.code, finding.article) == (AlertCode.BURN_MID_ROUND, "Art. 8")
+    assert finding.evidence == {"burned": [6], "first_card": 4, "last_card": 8}
+    start_only = started_shoe()
+    start_only.burn([3], rnd.round_id)
+    assert (
+        start_only.place(
+            dealt(round_with(), [(4, "2C"), (6, "2C")], [(5, "3D"), (7, "3D")], RoundResult(4, 6, Outcome.BANKER, False, False))
+        )
+        == []
+    )
+
+
 # ---- voided rounds (Art. 4, 10) -----------------------------------------------------------------
 
 

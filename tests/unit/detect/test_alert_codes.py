@@ -135,6 +135,42 @@ def test_card_mismatch_one_wrong_index_is_one_alert_art7(wrong: int) -> None:
     assert "a wrong shoe index" in alert.data.summary
 
 
+# After table(): cards 1-8 burned at the shoe's start (the 5S, 9D, JC, 4S, QD, 7S, AC, 6D), then a
+# round dealt from cards 9-12 (the 2H, 8C, 3D, KS); the round under test starts at card 13.
+
+
+@pytest.mark.parametrize(
+    ("player", "banker", "brought", "first"),
+    [
+        (["6D", "KH"], ["9C", "QS"], {0: 8}, {"where": "burned", "round_id": None}),  # the last card burned at the shoe's start
+        (["3D", "5H"], ["9C", "QS"], {0: 11}, {"where": "an earlier round", "round_id": "T01-S1-R1"}),  # the last round's
+        (["9H", "KD"], ["8C", "KD"], {3: 15}, {"where": "player hand", "round_id": "T01-S1-R2"}),  # the Player's own
+    ],
+)
+def test_card_reused_a_card_brought_back_into_play_art2_8(
+    player: list[str], banker: list[str], brought: dict[int, int], first: dict[str, str | None]
+) -> None:
+    bent = table(lambda s: s.place_hands(s.open_round(), player, banker, brought=brought))
+    check(AlertCode.CARD_REUSED, bent, table(lambda s: s.place_hands(s.open_round(), player, banker)))
+    [alert] = alerts(bent)
+    assert (alert.data.article, alert.data.severity, alert.data.evidence["first"]) == ("Art. 2, 8", "critical", first)
+    assert alert.data.evidence["index"] == next(iter(brought.values()))
+
+
+def test_burn_mid_round_changes_the_cards_each_hand_receives_art8() -> None:
+    def mid(s: Scenario) -> None:  # a card burned after the Player's first card
+        s.place_hands(s.open_round(), ["2H", "3D", "4H"], ["3C", "KS", "5C"], burn_after=(1, ["7C"]))
+
+    def start(s: Scenario) -> None:  # Art. 8: a burn at the round's start, before its first card
+        round_id = s.open_round()
+        s.burn(["7C"], round_id)
+        s.place_hands(round_id, ["2H", "3D", "4H"], ["3C", "KS", "5C"])
+
+    check(AlertCode.BURN_MID_ROUND, table(mid), table(start))
+    [alert] = alerts(table(mid))
+    assert (alert.data.article, alert.data.evidence["burned"], alert.data.evidence["first_card"]) == ("Art. 8", [14], 13)
+
+
 def test_card_unaccounted_neither_burned_nor_dealt() -> None:
     def bent(s: Scenario) -> None:
         s.round(BANKER_NATURAL, extra_reads=["7C"])
