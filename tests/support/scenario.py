@@ -244,19 +244,22 @@ class Scenario:
         bets: Callable[[Coup], Iterable[BetSpec]] = lambda coup: (),
         cut_behind: int = 40,
         pack: list[str] | None = None,
+        cut_card: bool = True,
     ) -> list[str]:
         """A whole legal shoe from a shuffled pack (or ``pack``): burn, rounds until the cut card
         comes out (the next round is the last), shoe end. ``bets`` sees each round's coup before
         it is dealt; after a tie its Player and Banker bets are withdrawn where the house allows
-        it, else carried (Art. 12). Returns the shoe's cards in order."""
+        it, else carried (Art. 12). Not ``cut_card``: the shoe is dealt as far, but the cut card
+        is never reported. Returns the shoe's cards in order."""
         pack = pack or [card.code for card in shuffled_shoe(self.decks, rng)]
         due = 0 if self.automatic else burn_due(load_profile(self.profile).burn, self.decks, CARDS[pack[0]])
         self.start_shoe(burn=pack[:due] if due else None)
         position = due
-        self.cut_at = len(pack) - cut_behind
+        last_place = len(pack) - cut_behind
+        self.cut_at = last_place if cut_card else None
         # Art. 3.1 (finish): the round in progress when the cut card comes out is the last; if
         # it comes out between rounds, the next round is.
-        while position <= self.cut_at:
+        while position <= last_place:
             coup = deal([CARDS[c] for c in pack[position : position + 6]])
             placed = list(bets(coup))
             _, bet_ids = self.round(pack[position : position + 6], placed, carried=self.tie_carried)
@@ -265,7 +268,7 @@ class Scenario:
             left = (i for i, b in zip(bet_ids, placed) if b.spot in (Spot.PLAYER, Spot.BANKER))
             self.tie_carried = [*self.tie_carried, *left] if tie else []
             position += coup.cards_used
-            if position > self.cut_at:
+            if position > last_place:
                 break
         self.cut_at = None
         self.end_shoe()

@@ -49,6 +49,7 @@ class AlertCode(StrEnum):
     ROUND_VOIDED = "ROUND_VOIDED"  # Art. 4, 10: every voided round; its severity depends on the round
     CARD_REUSED = "CARD_REUSED"  # Art. 2, 8: a shoe index in two hands, two rounds, or burned then dealt
     BURN_MID_ROUND = "BURN_MID_ROUND"  # Art. 8: a burn after the round's first card
+    CUT_CARD_MISSING = "CUT_CARD_MISSING"  # Art. 2.1, 3: a manual shoe dealt past the cut card's place without it
 
 
 class Severity(StrEnum):
@@ -67,6 +68,7 @@ SEVERITY: dict[AlertCode, Severity] = {
     AlertCode.DEAL_ORDER: Severity.WARNING,
     AlertCode.BURN_COUNT: Severity.WARNING,
     AlertCode.CUT_CARD_DEPTH: Severity.WARNING,
+    AlertCode.CUT_CARD_MISSING: Severity.WARNING,
     AlertCode.ROUNDS_AFTER_CUT_CARD: Severity.WARNING,
     AlertCode.DEMO_ROUNDS: Severity.WARNING,
     AlertCode.LATE_BET: Severity.CRITICAL,

@@ -64,6 +64,22 @@ def check_cut_card(decks: int, cards_before: int) -> Finding | None:
     )
 
 
+def check_cut_card_seen(decks: int, cards_out: int, cut_seen: bool) -> Finding | None:
+    """Art. 2.1 and 3: a shoe dealt past the last place the cut card may lie (at least about 12
+    cards from the end) must have shown it; a shoe changed before that place (Art. 3.2) need not."""
+    last_place = decks * CARDS_PER_DECK - CUT_CARD_MIN_BEHIND
+    if cut_seen or cards_out <= last_place:
+        return None
+    return Finding(
+        AlertCode.CUT_CARD_MISSING,
+        "Art. 2.1, 3",
+        f"{cards_out} cards left the shoe and the cut card never came out; it lies at least {CUT_CARD_MIN_BEHIND} "
+        f"cards from the end, so it should have come out by card {last_place}: the shoe was dealt without its "
+        "last-round signal (Art. 3).",
+        {"cards_out": cards_out, "last_cut_card_place": last_place, "minimum_behind": CUT_CARD_MIN_BEHIND, "decks": decks},
+    )
+
+
 def rounds_allowed_after_cut(policy: LastRound, round_in_progress: bool) -> int:
     """Art. 3.1: rounds that may still open once the cut card is out.
 

@@ -244,6 +244,18 @@ class Shoe(msgspec.Struct, omit_defaults=True):
         self.cut_index = index
         return None if self.automatic else procedure.check_cut_card(self.decks, index)
 
+    def end(self) -> Finding | None:
+        """The shoe ended: a manual one dealt past the cut card's last place must have shown it
+        (Art. 2.1, 3; no cut card with a machine, Art. 2.3). Only the first report counts."""
+        if self.ended:
+            return None
+        self.ended = True
+        return (
+            None
+            if self.automatic or not self.started
+            else procedure.check_cut_card_seen(self.decks, self.last_index, self.cut_index is not None)
+        )
+
     def burn(self, indices: Iterable[int], round_id: str | None) -> None:
         """Art. 2.1, 8, 10: cards discarded at the shoe's start (``round_id`` None), at a round's
         start, or those of a voided round."""

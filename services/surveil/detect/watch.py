@@ -319,7 +319,10 @@ class TableWatch:
         watched = self._started_shoe(event.data.shoe_id)
         if watched is None:
             return
-        watched.shoe.ended = True
+        finding = watched.shoe.end()
+        if finding:
+            shoe_id = watched.shoe.shoe_id
+            self._raise(finding, Context(self.state.table_id, f"shoe:{shoe_id}:cut", shoe_id=shoe_id), event.time)
         self._check_ready_rounds(event.time)
         if self._table_stream_left(watched.shoe.shoe_id):
             self._finalize_shoe(watched, event.time)

@@ -91,6 +91,27 @@ def test_art2_1_the_cut_card_needs_about_12_cards_behind_it_and_counts_once() ->
     assert started_shoe(decks=6, automatic=True).cut_card(311) is None  # Art. 2.3: no cut card procedure
 
 
+def test_art2_1_3_a_manual_shoe_dealt_past_the_cut_cards_last_place_without_it_is_cut_card_missing() -> None:
+    deep = started_shoe(decks=6)  # 312 cards: the cut card lies at card 300 at the latest
+    for index in range(1, 302):
+        deep.read(index, "2C" if index % 2 else "3D", face_up=False)
+    finding = deep.end()
+    assert finding is not None and (finding.code, finding.article) == (AlertCode.CUT_CARD_MISSING, "Art. 2.1, 3")
+    assert finding.evidence == {"cards_out": 301, "last_cut_card_place": 300, "minimum_behind": 12, "decks": 6}
+    assert deep.ended and deep.end() is None  # judged once
+    early = started_shoe(decks=6)
+    for index in range(1, 301):
+        early.read(index, "2C" if index % 2 else "3D", face_up=False)
+    assert early.end() is None  # Art. 3.2: changed before the cut card's last place
+    with_cut = started_shoe(decks=6)
+    with_cut.cut_card(300)
+    with_cut.read(301, "2C", face_up=False)
+    assert with_cut.end() is None
+    machine = started_shoe(decks=6, automatic=True)
+    machine.read(311, "2C", face_up=False)
+    assert machine.end() is None  # Art. 2.3
+
+
 def test_art2_1_the_start_burn_follows_the_house_policy_but_not_with_a_machine() -> None:
     burn = Burn(BurnPolicy.DECKS)
     shoe = started_shoe(decks=6)

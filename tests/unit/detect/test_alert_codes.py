@@ -312,6 +312,21 @@ def test_cut_card_depth_art2_1() -> None:
     check(AlertCode.CUT_CARD_DEPTH, shoe(10), shoe(14))
 
 
+def test_cut_card_missing_a_shoe_dealt_past_its_place_art2_1_3() -> None:
+    def shoe(cut_behind: int, cut_card: bool, automatic: bool = False) -> list[m.Event]:
+        s = Scenario(automatic=automatic)
+        s.play_shoe(random.Random(7), cut_behind=cut_behind, cut_card=cut_card)
+        return s.log()
+
+    bent = shoe(14, cut_card=False)  # dealt to about 10 cards from the end, no cut card
+    check(AlertCode.CUT_CARD_MISSING, bent, shoe(14, cut_card=True))
+    [alert] = alerts(bent)
+    assert (alert.data.article, alert.data.severity, alert.data.evidence["last_cut_card_place"]) == ("Art. 2.1, 3", "warning", 404)
+    assert alert.data.evidence["cards_out"] > 404
+    assert alerts(shoe(60, cut_card=False)) == []  # Art. 3.2: the house changed the shoe before the cut card's place
+    assert alerts(shoe(14, cut_card=False, automatic=True)) == []  # Art. 2.3: a machine has no cut card
+
+
 def test_rounds_after_cut_card_art3_1() -> None:
     def shoe(rounds_after_cut: int, profile: str = "dicj") -> list[m.Event]:
         s = Scenario(profile=profile, min_bet=1000)
