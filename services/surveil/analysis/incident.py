@@ -45,7 +45,7 @@ import msgspec
 from ..core import money
 from ..core.cards import CARDS
 from ..core.findings import AlertCode
-from ..core.money import BetResult, Commission, Settlement, Spot
+from ..core.money import BetResult, Commission, Rounding, Settlement, Spot
 from ..core.play import Coup, Outcome, RoundResult, banker_rule, deal, hand_total, player_rule, result_of
 from ..core.procedure import CUT_CARD_MIN_BEHIND
 from ..core.profiles import InvalidProfileError, load_profile
@@ -753,22 +753,26 @@ def _outcome_text(result: RoundResult) -> str:
     return f"{result.outcome.value.capitalize()} wins {max(result.player_total, result.banker_total)}-{min(result.player_total, result.banker_total)}"
 
 
-def commission_of(profile_name: str | None) -> Commission | None:
+def commission_of(profile_name: str | None) -> tuple[Commission, Rounding] | None:
+    """Art. 18 under the named house profile: its commission, and how it rounds a fraction of one."""
     if profile_name is None:
         return None
     try:
-        return load_profile(profile_name).commission
+        profile = load_profile(profile_name)
     except InvalidProfileError:
         return None
+    return profile.commission, profile.commission_rounding
 
 
-def rules_give(bet: BetTrail, result: RoundResult | None, voided: bool, commission: Commission | None) -> Settlement | None:
+def rules_give(
+    bet: BetTrail, result: RoundResult | None, voided: bool, commission: tuple[Commission, Rounding] | None
+) -> Settlement | None:
     """``core.money.settle`` for the bet as it stood, under the round's commission."""
     if voided:
         return money.VOID
     if result is None or commission is None:
         return None
-    return money.settle(bet.spot, bet.amount, result, commission)
+    return money.settle(bet.spot, bet.amount, result, *commission)
 
 
 # ---- the page ----------------------------------------------------------------------------
@@ -1080,7 +1084,7 @@ class Page:
                 ("dealer", e(o.dealer_id)),
                 (
                     "house profile",
-                    f'{e(profile_name or "")} <span class="muted">({e(str(commission)) if commission else "unknown profile"})</span>',
+                    f'{e(profile_name or "")} <span class="muted">({e(str(commission[0])) if commission else "unknown profile"})</span>',
                 ),
                 ("table limits", f"min {money_text(o.min_bet)} · max {money_text(o.max_bet)} {e(o.currency)}"),
             ]
@@ -1227,7 +1231,7 @@ class Page:
             f'<td class="num">{result.player_total}</td><td class="num">{result.banker_total}</td><td>{_result_text(result)}</td></tr>'
         )
 
-    def bets_table(self, rnd: RoundTrail, commission: Commission | None, right: CorrectPlay | None, i: Incident) -> str:
+    def bets_table(self, rnd: RoundTrail, commission: tuple[Commission, Rounding] | None, right: CorrectPlay | None, i: Incident) -> str:
         c = rnd.completed
         d = i.data
         declared = declared_result(c) if c else None
@@ -1239,8 +1243,8 @@ class Page:
             and right.coup.result != declared
             and commission is not None
             and any(
-                money.settle(bet.spot, bet.amount, right.coup.result, commission)
-                != money.settle(bet.spot, bet.amount, declared, commission)
+                money.settle(bet.spot, bet.amount, right.coup.result, *commission)
+                != money.settle(bet.spot, bet.amount, declared, *commission)
                 for bet in rnd.active_bets()
             )
         )
@@ -1354,7 +1358,7 @@ class Page:
             + f"</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         )
         table += (
-            f'<p class="muted small">Paid: each bet.settled. Rules give: core.money.settle on the declared result, commission {e(str(commission)) if commission else "unknown"}'
+            f'<p class="muted small">Paid: each bet.settled. Rules give: core.money.settle on the declared result, commission {e(str(commission[0])) if commission else "unknown"}'
             f"{', as the settlement check judges' if show_cards or show_right else ''}"
             f"{'; if dealt right: on the result of the correct play' if show_right else ''}. Net is what the patron gains.</p>"
         )

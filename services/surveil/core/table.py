@@ -23,7 +23,7 @@ import msgspec
 from . import money, procedure
 from .cards import CARDS
 from .findings import AlertCode, Finding, Severity
-from .money import VOID, BetResult, Commission, Settlement, Spot, TieMove
+from .money import VOID, BetResult, Commission, Rounding, Settlement, Spot, SqueezeHolder, TieMove
 from .play import DealtCard, Outcome, RoundResult, check_partial_deal, check_play
 from .profiles import Burn, LastRound
 from .shoe import CARDS_PER_DECK, ShoeComposition
@@ -137,15 +137,15 @@ class Round(msgspec.Struct, omit_defaults=True):
         self.hands_unreported = player is None and banker is None
         self.player, self.banker = player or [], banker or []
 
-    def expected_settlement(self, bet: Bet, commission: Commission) -> Settlement:
+    def expected_settlement(self, bet: Bet, commission: Commission, rounding: Rounding = Rounding.DOWN) -> Settlement:
         """What the rules pay ``bet`` (Art. 10, 12, 17, 18): every stake back on a void."""
         if self.voided or self.declared is None:
             return VOID
-        return money.settle(bet.spot, bet.amount, self.declared, commission)
+        return money.settle(bet.spot, bet.amount, self.declared, commission, rounding)
 
-    def settlements(self, commission: Commission) -> list[tuple[Bet, Settlement]]:
+    def settlements(self, commission: Commission, rounding: Rounding = Rounding.DOWN) -> list[tuple[Bet, Settlement]]:
         """Each bet still in play and what the rules pay it."""
-        return [(bet, self.expected_settlement(bet, commission)) for bet in self.active_bets()]
+        return [(bet, self.expected_settlement(bet, commission, rounding)) for bet in self.active_bets()]
 
     def record_payment(self, bet_id: str, settlement_id: str, amount: int, paid: Settlement) -> str | None:
         """Count a settlement of ``bet_id`` into the round's totals; the id of an earlier settlement
@@ -562,16 +562,19 @@ def check_late_limit(rnd: Round, bet: Bet, before: tuple[Spot, int] | None) -> l
     return findings
 
 
-def check_squeeze(rnd: Round, allowed: bool) -> Finding | None:
+def squeeze_stakes(rnd: Round, holder: SqueezeHolder) -> dict[str, dict[str, int]]:
+    """Art. 16: the seated bettors' stakes that entitle one to hold the cards, as the house reads
+    "the largest bet" (``holder``); standing bettors never hold them."""
+    seated = ((bet.patron_id, bet.spot, bet.amount) for bet in rnd.active_bets() if bet.seat != STANDING)
+    return money.squeeze_stakes(seated, holder)
+
+
+def check_squeeze(rnd: Round, allowed: bool, holder: SqueezeHolder = SqueezeHolder.LARGEST_TOTAL) -> Finding | None:
     """Art. 16: the cards held only where the house allows it, and by the seated bettor with the
-    largest stake."""
-    stakes: dict[str, int] = {}
-    for bet in rnd.active_bets():
-        if bet.seat != STANDING:
-            stakes[bet.patron_id] = stakes.get(bet.patron_id, 0) + bet.amount
-    finding = money.check_squeeze(rnd.squeezed_by, stakes, allowed)
+    largest bet, as the house reads it."""
+    finding = money.check_squeeze(rnd.squeezed_by, squeeze_stakes(rnd, holder), allowed)
     if finding:
-        finding.evidence["stake"] = rnd.staked()
+        finding.evidence.update(holder_rule=str(holder), stake=rnd.staked())
     return finding
 
 
@@ -588,10 +591,12 @@ def decided_bets(rnd: Round) -> list[tuple[Bet, bool]]:
 # ---- checks on the payments (Art. 10, 12, 17, 18) ---------------------------------------------
 
 
-def check_payment(rnd: Round, bet: Bet, paid: Settlement, spot: Spot, amount: int, commission: Commission) -> Finding | None:
+def check_payment(
+    rnd: Round, bet: Bet, paid: Settlement, spot: Spot, amount: int, commission: Commission, rounding: Rounding = Rounding.DOWN
+) -> Finding | None:
     """Art. 17-18 (Art. 12 for a carry): a bet paid as the rules pay it, on the spot and amount the
     table recorded."""
-    due = rnd.expected_settlement(bet, commission)
+    due = rnd.expected_settlement(bet, commission, rounding)
     seen = (spot, amount, paid.result, paid.net, paid.commission)
     expected = (bet.spot, bet.amount, due.result, due.net, due.commission)
     if seen == expected:
@@ -659,13 +664,13 @@ def paid_unopened_round(round_id: str, bet_id: str | None, settlement: dict[str,
     )
 
 
-def unpaid_bets(rnd: Round, commission: Commission) -> list[tuple[Bet, Finding]]:
+def unpaid_bets(rnd: Round, commission: Commission, rounding: Rounding = Rounding.DOWN) -> list[tuple[Bet, Finding]]:
     """Art. 17: every bet of an ended round is settled; each one that was not, and the finding."""
     found = []
     for bet in rnd.active_bets():
         if bet.bet_id in rnd.paid:
             continue
-        due = rnd.expected_settlement(bet, commission)
+        due = rnd.expected_settlement(bet, commission, rounding)
         found.append(
             (
                 bet,

@@ -458,7 +458,8 @@ class TableWatch:
             placed.evidence["stake"] = rnd.staked()
             scope = f":reused:{placed.evidence['index']}:{placed.evidence['hand']}" if placed.code == AlertCode.CARD_REUSED else ":burn"
             self._raise(placed, self._round_context(rnd, scope), event.time)
-        finding = rules.check_squeeze(rnd, self._profile(rnd).squeeze_allowed)
+        profile = self._profile(rnd)
+        finding = rules.check_squeeze(rnd, profile.squeeze_allowed, profile.squeeze_holder)
         if finding:
             self._raise(finding, self._round_context(rnd, patron_id=rnd.squeezed_by), event.time)
         for bet, won in rules.decided_bets(rnd):
@@ -643,7 +644,8 @@ class TableWatch:
         if bet is None or bet.withdrawn:
             self._raise(rules.paid_unknown_bet(rnd, d.bet_id, d.net, d.amount), context, time)
             return
-        wrong = rules.check_payment(rnd, bet, paid, d.spot, d.amount, self._profile(rnd).commission)
+        profile = self._profile(rnd)
+        wrong = rules.check_payment(rnd, bet, paid, d.spot, d.amount, profile.commission, profile.commission_rounding)
         if wrong:
             self._raise(wrong, context, time)
 
@@ -665,7 +667,8 @@ class TableWatch:
             self._raise(finding, self._round_context(rnd, ":totals"), time)
 
     def _unsettled(self, rnd: Round, time: datetime) -> None:
-        for bet, finding in rules.unpaid_bets(rnd, self._profile(rnd).commission):
+        profile = self._profile(rnd)
+        for bet, finding in rules.unpaid_bets(rnd, profile.commission, profile.commission_rounding):
             self._raise(finding, self._bet_context(rnd, bet, f":unsettled:{bet.bet_id}"), time)
 
     # ---- housekeeping -------------------------------------------------------------------------

@@ -28,7 +28,7 @@ from ..core.play import PLAYER_DRAWS, RoundResult, banker_rule, deal, hand_total
 from ..core.procedure import DEMO_ROUNDS_MAX, burn_due
 from ..core.profiles import HouseProfile, LastRound
 from ..core.shoe import DealingShoe, shuffled_shoe
-from ..core.table import Bet, Round
+from ..core.table import Bet, Round, squeeze_stakes
 from ..events import codec
 from ..events import models as m
 from ..events.shoe_protocol import Kind, format_line
@@ -703,12 +703,10 @@ class TableSim:
         return result_of(hands["player"], hands["banker"])
 
     def _squeeze(self, shoe: DealingShoe, rnd: Round, wrong_holder: bool) -> None:
-        """Art. 16: where the house allows it, the seated bettor with the largest stake may hold
-        the cards."""
-        stakes: Counter[str] = Counter()
-        for bet in rnd.active_bets():
-            if bet.seat != "standing":
-                stakes[bet.patron_id] += bet.amount
+        """Art. 16: where the house allows it, the seated bettor with the largest bet (as the house
+        reads it) may hold the cards."""
+        groups = squeeze_stakes(rnd, self.profile.squeeze_holder)
+        entitled = [patron for seated in groups.values() for patron, stake in seated.items() if stake == max(seated.values())]
         if wrong_holder:
             holder, _ = self._someone(seated=False)
             why = (
@@ -723,8 +721,8 @@ class TableSim:
                 rnd,
                 patron_id=holder,
             )
-        elif self.profile.squeeze_allowed and stakes and self.rng.random() < 0.4:
-            holder = stakes.most_common(1)[0][0]
+        elif self.profile.squeeze_allowed and entitled and self.rng.random() < 0.4:
+            holder = entitled[0]
         else:
             return
         self._advance(1_000, 3_000)
@@ -734,7 +732,8 @@ class TableSim:
 
     def _tamper(self, shoe: DealingShoe, rnd: Round, code: AlertCode, declared: RoundResult) -> bool:
         """Order a settlement fault for one of the round's bets (done to the settlement events)."""
-        settled = [(bet, money.settle(bet.spot, bet.amount, declared, self.profile.commission)) for bet in rnd.active_bets()]
+        payouts = self.profile.commission, self.profile.commission_rounding
+        settled = [(bet, money.settle(bet.spot, bet.amount, declared, *payouts)) for bet in rnd.active_bets()]
         if code is AlertCode.PAYOUT_MISMATCH:
             candidates = [bet for bet, s in settled if s.result is BetResult.WIN]
             what = f"was paid {OVERPAID} more than the rules give"

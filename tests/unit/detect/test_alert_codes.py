@@ -14,7 +14,7 @@ from support.scenario import BetSpec, Scenario, lines
 from surveil.analysis.replay import replay
 from surveil.core.cards import CARDS
 from surveil.core.findings import AlertCode
-from surveil.core.money import RoundTotals, Settlement, Spot
+from surveil.core.money import Rounding, RoundTotals, Settlement, Spot, SqueezeHolder
 from surveil.core.play import Coup
 from surveil.core.profiles import load_profile
 from surveil.core.shoe import shuffled_shoe
@@ -535,6 +535,28 @@ def test_squeeze_where_the_house_does_not_allow_it_art16_1() -> None:
         return table(lambda s: s.round(PLAYER_DRAWS, bets, squeezed_by=squeezed_by), profile="no-commission", min_bet=500, max_bet=100_000)
 
     check(AlertCode.SQUEEZE_HOLDER, build("P1"), build(None))
+
+
+def test_the_squeeze_holder_and_the_commission_rounding_are_the_profiles_choice_art16_18(monkeypatch: pytest.MonkeyPatch) -> None:
+    """House choices are profile data: the detectors and settlement read them from the profile."""
+    from surveil.detect import watch
+    from surveil.settlement import processor
+
+    bets = [BetSpec("P1", Spot.PLAYER, 6000), BetSpec("P2", Spot.BANKER, 4000, seat="2"), BetSpec("P2", Spot.TIE, 3000, seat="2")]
+    log = table(lambda s: s.round(BANKER_NATURAL, bets, squeezed_by="P1"))  # P1: the largest Player bet; P2: the largest total
+    assert rules(log) == {AlertCode.SQUEEZE_HOLDER}  # dicj: the largest seated total holds the cards
+    on_side = msgspec.structs.replace(load_profile("dicj"), squeeze_holder=SqueezeHolder.LARGEST_ON_SIDE)
+    monkeypatch.setattr(watch, "load_profile", lambda name: on_side)
+    assert alerts(log) == []
+
+    odd = [BetSpec("P1", Spot.BANKER, 1010)]  # 5% is 50.5
+    rounded_up = msgspec.structs.replace(load_profile("dicj"), commission_rounding=Rounding.UP)
+    monkeypatch.setattr(watch, "load_profile", lambda name: rounded_up)
+    paid_down = table(lambda s: s.round(BANKER_NATURAL, odd), min_bet=10)
+    [alert] = alerts(paid_down)  # settlement still rounds down, as dicj does
+    assert (alert.data.rule, alert.data.evidence["differences"]["commission"]) == ("PAYOUT_MISMATCH", {"paid": 50, "due": 51})
+    monkeypatch.setattr(processor, "load_profile", lambda name: rounded_up)
+    assert alerts(table(lambda s: s.round(BANKER_NATURAL, odd), min_bet=10)) == []
 
 
 # ---- money (Art. 17-18) -----------------------------------------------------------------------
