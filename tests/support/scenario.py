@@ -37,6 +37,7 @@ class BetSpec:
     amount: int
     seat: str = "1"
     bet_id: str | None = None
+    box: str | None = ""  # where the chips lie: "" for the bettor's own box (the seat's, or standing), None for not said
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Scenario:
     min_bet: int = 500
     max_bet: int = 200_000
     dealer: str = "D01"
+    seats: int | None = 7  # None: a log recorded before round.opened said it
     events: list[m.Event] = field(default_factory=list)
     clock: datetime = START
     shoe_id: str = ""
@@ -122,6 +124,7 @@ class Scenario:
                 max_bet=self.max_bet,
                 currency="HKD",
                 carried_bet_ids=list(carried),
+                seats=self.seats,
             ),
             seconds=20,
         )
@@ -132,7 +135,14 @@ class Scenario:
         self.emit(
             m.BetPlaced,
             m.BetPlacedData(
-                table_id=self.table, round_id=round_id, bet_id=bet_id, patron_id=bet.patron, seat=bet.seat, spot=bet.spot, amount=bet.amount
+                table_id=self.table,
+                round_id=round_id,
+                bet_id=bet_id,
+                patron_id=bet.patron,
+                seat=bet.seat,
+                spot=bet.spot,
+                amount=bet.amount,
+                box=bet.seat if bet.box == "" else bet.box,
             ),
         )
         return bet_id

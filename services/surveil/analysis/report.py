@@ -55,6 +55,14 @@ def render(result: ReplayResult, seconds: float) -> Group:
             style="bold",
         )
     ]
+    if result.unboxed_bets:
+        parts.append(
+            Text(
+                f"Art. 15 (standing bettors on the seated bettors' boxes) not checked for {result.unboxed_bets:,} bets: "
+                "their bet.placed does not say the layout box their chips lie in (a log recorded before contract v1.2).",
+                style="yellow",
+            )
+        )
     by_rule = Table(title="Alerts by rule", title_justify="left")
     for column in ("rule", "severity", "alerts", "money at stake"):
         by_rule.add_column(column, justify="right" if column in ("alerts", "money at stake") else "left")

@@ -50,6 +50,7 @@ class AlertCode(StrEnum):
     CARD_REUSED = "CARD_REUSED"  # Art. 2, 8: a shoe index in two hands, two rounds, or burned then dealt
     BURN_MID_ROUND = "BURN_MID_ROUND"  # Art. 8: a burn after the round's first card
     CUT_CARD_MISSING = "CUT_CARD_MISSING"  # Art. 2.1, 3: a manual shoe dealt past the cut card's place without it
+    STANDING_BET_ON_SEAT_BOX = "STANDING_BET_ON_SEAT_BOX"  # Art. 15: a standing bettor's chips in a seat's box
 
 
 class Severity(StrEnum):
@@ -76,6 +77,7 @@ SEVERITY: dict[AlertCode, Severity] = {
     AlertCode.BET_BELOW_MINIMUM: Severity.WARNING,
     AlertCode.TABLE_LIMIT: Severity.WARNING,
     AlertCode.SQUEEZE_HOLDER: Severity.WARNING,
+    AlertCode.STANDING_BET_ON_SEAT_BOX: Severity.WARNING,
     AlertCode.TIE_BET_WITHDRAWN: Severity.WARNING,
     AlertCode.TIE_BET_REDUCED: Severity.WARNING,
     AlertCode.TIE_BET_MOVED: Severity.WARNING,

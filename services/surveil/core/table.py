@@ -28,8 +28,7 @@ from .play import DealtCard, Outcome, RoundResult, check_partial_deal, check_pla
 from .profiles import Burn, LastRound
 from .shoe import CARDS_PER_DECK, ShoeComposition
 
-SEATED = frozenset(str(seat) for seat in range(1, 8))
-STANDING = "standing"
+STANDING = "standing"  # a bet's seat, or its box: a standing bettor, or the standing bettors' area
 _NONE: Mapping[int, int] = MappingProxyType({})
 
 
@@ -39,11 +38,12 @@ class Bet(msgspec.Struct, omit_defaults=True):
 
     bet_id: str
     patron_id: str
-    seat: str  # "1".."7", or "standing"
+    seat: str  # who placed it: a seat number ("1", "2", ...), or "standing"
     spot: Spot
     amount: int
     withdrawn: bool = False
     carried: tuple[Spot, int] | None = None
+    box: str | None = None  # where its chips lie: a seat's box (its number), or "standing"; None: not said
 
 
 class HandCard(msgspec.Struct, frozen=True):
@@ -68,6 +68,7 @@ class Round(msgspec.Struct, omit_defaults=True):
     min_bet: int = 0
     max_bet: int = 0  # the table limit (Art. 14)
     bets: dict[str, Bet] = {}
+    seats: int | None = None  # the table's seats (Art. 1: seven or more); None: not said
     closed: bool = False  # bets closed
     player: list[HandCard] = []  # in the order dealt
     banker: list[HandCard] = []
@@ -509,6 +510,26 @@ def check_late_bet(rnd: Round, bet: Bet, verb: str) -> Finding | None:
         f"A {bet.spot} bet of {bet.amount} by patron {bet.patron_id} was {verb} after bets closed.",
         {"bet_id": bet.bet_id, "spot": str(bet.spot), "amount": bet.amount, "action": verb, "stake": bet.amount},
     )
+
+
+def check_standing_box(bet: Bet) -> Finding | None:
+    """Art. 15: a standing bettor may not bet on the spots reserved for seated bettors: a standing
+    bettor's chips in a seat's box. A bet whose box is not said cannot be judged (None)."""
+    if bet.seat != STANDING or bet.box is None or bet.box == STANDING:
+        return None
+    return Finding(
+        AlertCode.STANDING_BET_ON_SEAT_BOX,
+        "Art. 15",
+        f"Standing patron {bet.patron_id} placed a {bet.spot} bet of {bet.amount} in the box of seat {bet.box}, "
+        "a spot reserved for seated bettors.",
+        {"bet_id": bet.bet_id, "box": bet.box, "seat": bet.seat, "spot": str(bet.spot), "amount": bet.amount, "stake": bet.amount},
+    )
+
+
+def outside_the_table(rnd: Round, place: str) -> bool:
+    """Art. 1: whether a seat or a box names a seat the round's table does not have (when it says
+    how many it has)."""
+    return place != STANDING and rnd.seats is not None and int(place) > rnd.seats
 
 
 def check_bet_amount(rnd: Round, bet: Bet) -> list[Finding]:

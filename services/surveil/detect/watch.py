@@ -181,6 +181,7 @@ class TableWatch:
         self.raised: list[Raised] = []
         self.facts: list[Fact] = []
         self.rounds_checked = 0
+        self.unboxed_bets = 0  # bets placed whose event does not say their layout box
         self._last_time: datetime | None = None
         # The window's digests as a set, for a watch fed one event after another from an empty
         # window (Floor, offline replay): a set lookup instead of a scan of 8 KB. Good while this
@@ -344,6 +345,7 @@ class TableWatch:
             demo=d.demo,
             min_bet=d.min_bet,
             max_bet=d.max_bet,
+            seats=d.seats,
         )
         dropped = rnd.carry_over(previous.round, d.carried_bet_ids) if previous is not None else []
         watched = self.state.rounds[d.round_id] = RoundWatch(rnd)
@@ -373,7 +375,12 @@ class TableWatch:
         watched = self.state.rounds.get(d.round_id)
         if watched is None or d.bet_id in watched.round.bets:
             return
-        bet = watched.round.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount)
+        bet = watched.round.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount, box=d.box)
+        if d.box is None:
+            self.unboxed_bets += 1  # Art. 15 cannot be judged: an event recorded before v1.2
+        standing = rules.check_standing_box(bet)
+        if standing is not None:
+            self._raise(standing, self._bet_context(watched.round, bet, f":box:{bet.bet_id}"), event.time)
         self._after_bet_move(watched, bet, event.time, "placed", None)
 
     def _bet_changed(self, event: m.BetChanged) -> None:

@@ -368,6 +368,7 @@ class TableSim:
                 min_bet=profile.min_bet,
                 max_bet=profile.max_bet,
                 currency=CURRENCY,
+                seats=len(SEATS),
             ),
             "console",
         )
@@ -484,16 +485,18 @@ class TableSim:
                 bets.append(self._place(rnd, patron, seat, side, self._stake(side)))
         return [bet for bet in bets if bet is not None]
 
-    def _place(self, rnd: Round, patron: str, seat: str, spot: Spot, amount: int, check: bool = True) -> Bet | None:
+    def _place(self, rnd: Round, patron: str, seat: str, spot: Spot, amount: int, check: bool = True, box: str | None = None) -> Bet | None:
+        """A bet, its chips in the bettor's own box (a seated bettor's seat box, or the standing
+        bettors' area, Art. 15) unless ``box`` says otherwise."""
         if check and not self._within_limit(rnd, spot, amount):
             return None
         self.bet_seq += 1
-        bet = Bet(f"B{self.table_id}-{self.bet_seq}", patron, seat, spot, amount)
+        bet = Bet(f"B{self.table_id}-{self.bet_seq}", patron, seat, spot, amount, box=box or seat)
         rnd.bets[bet.bet_id] = bet
         self._advance(500, 2_500)
         self._input(
             m.BetPlace,
-            m.BetPlaceInput(table_id=self.table_id, bet_id=bet.bet_id, patron_id=patron, seat=seat, spot=spot, amount=amount),
+            m.BetPlaceInput(table_id=self.table_id, bet_id=bet.bet_id, patron_id=patron, seat=seat, spot=spot, amount=amount, box=bet.box),
             "bet-sensor",
         )
         return bet

@@ -27,7 +27,7 @@ import msgspec
 from ..core.money import Spot
 from ..core.play import Outcome, RoundResult
 from ..core.profiles import InvalidProfileError, load_profile
-from ..core.table import Bet, HandCard, Round, Shoe
+from ..core.table import Bet, HandCard, Round, Shoe, outside_the_table
 from ..events import codec, topics
 from ..events import models as m
 from ..runtime.processor import Rejected
@@ -143,6 +143,7 @@ class TableController:
             d.min_bet,
             d.max_bet,
             bets=table.carried,
+            seats=d.seats,
         )
         table.carried = {}
         opened = m.RoundOpenedData(
@@ -157,6 +158,7 @@ class TableController:
             max_bet=d.max_bet,
             currency=d.currency,
             carried_bet_ids=list(table.round.bets),
+            seats=d.seats,
         )
         outputs.append(_make(m.RoundOpened, opened, f"{round_id}/opened", event.time))
         return outputs
@@ -167,7 +169,10 @@ class TableController:
         if d.bet_id in rnd.bets:
             raise Rejected(f"bet.place: bet {d.bet_id} is already on round {rnd.round_id}")
         _check_stake(d.bet_id, d.amount)
-        rnd.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount)
+        for what, place in (("seat", d.seat), ("box", d.box)):
+            if place is not None and outside_the_table(rnd, place):
+                raise Rejected(f"bet.place: bet {d.bet_id} names {what} {place}; the table has {rnd.seats} seats")
+        rnd.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount, box=d.box)
         data = m.BetPlacedData(
             table_id=table.table_id,
             round_id=rnd.round_id,
@@ -176,6 +181,7 @@ class TableController:
             seat=d.seat,
             spot=d.spot,
             amount=d.amount,
+            box=d.box,
         )
         return [_make(m.BetPlaced, data, f"{event.id}/placed", event.time)]
 

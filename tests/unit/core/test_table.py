@@ -22,10 +22,12 @@ from surveil.core.table import (
     check_payment,
     check_round_totals,
     check_squeeze,
+    check_standing_box,
     check_table_limit,
     check_tie_change,
     check_void,
     decided_bets,
+    outside_the_table,
     paid_unknown_bet,
     unpaid_bets,
 )
@@ -266,6 +268,23 @@ def test_art8_a_burn_between_a_rounds_first_and_last_card_is_burn_mid_round() ->
         )
         == []
     )
+
+
+def test_art15_a_standing_bettors_chips_in_a_seats_box_is_standing_bet_on_seat_box() -> None:
+    standing = Bet("B1", "P8", "standing", Spot.BANKER, 2000, box="3")
+    finding = check_standing_box(standing)
+    assert finding is not None and (finding.code, finding.article) == (AlertCode.STANDING_BET_ON_SEAT_BOX, "Art. 15")
+    assert finding.evidence == {"bet_id": "B1", "box": "3", "seat": "standing", "spot": "banker", "amount": 2000, "stake": 2000}
+    assert check_standing_box(Bet("B2", "P8", "standing", Spot.BANKER, 2000, box="standing")) is None
+    assert check_standing_box(Bet("B3", "P3", "3", Spot.BANKER, 2000, box="3")) is None
+    assert check_standing_box(Bet("B4", "P8", "standing", Spot.BANKER, 2000)) is None  # the box not said: not judged
+
+
+def test_art1_a_seat_or_box_past_the_tables_seats_is_outside_the_table() -> None:
+    rnd = round_with()
+    assert not outside_the_table(rnd, "12")  # seats not said
+    rnd.seats = 9
+    assert [outside_the_table(rnd, place) for place in ("1", "9", "10", "standing")] == [False, False, True, False]
 
 
 # ---- voided rounds (Art. 4, 10) -----------------------------------------------------------------

@@ -9,9 +9,11 @@ from pathlib import Path
 
 import msgspec
 import pytest
+from rich.console import Console
 
 from support.scenario import BetSpec, Scenario, lines
 from surveil.analysis.replay import replay
+from surveil.analysis.report import render
 from surveil.core.cards import CARDS
 from surveil.core.findings import AlertCode
 from surveil.core.money import Rounding, RoundTotals, Settlement, Spot, SqueezeHolder
@@ -517,6 +519,48 @@ def test_table_limit_on_the_tie_spot_art14() -> None:
         table(lambda s: s.round(PLAYER_DRAWS, [BetSpec("P1", Spot.TIE, 150_000), BetSpec("P2", Spot.TIE, 60_000, seat="2")])),
         table(lambda s: s.round(PLAYER_DRAWS, [BetSpec("P1", Spot.TIE, 150_000), BetSpec("P2", Spot.TIE, 50_000, seat="2")])),
     )
+
+
+def test_standing_bet_on_seat_box_art15() -> None:
+    def log(box: str) -> list[m.Event]:
+        bets = [BetSpec("P1", Spot.PLAYER, 1000, seat="1"), BetSpec("P8", Spot.BANKER, 2000, seat="standing", box=box)]
+        return table(lambda s: s.round(PLAYER_DRAWS, bets))
+
+    check(AlertCode.STANDING_BET_ON_SEAT_BOX, log("3"), log("standing"))
+    [alert] = alerts(log("3"))
+    assert (alert.data.article, alert.data.severity, alert.data.patron_id) == ("Art. 15", "warning", "P8")
+    assert (alert.data.evidence["box"], alert.data.evidence["amount"]) == ("3", 2000)
+
+
+def test_a_table_of_more_than_seven_seats_art1() -> None:
+    def log(seats: int | None) -> list[m.Event]:
+        bets = [BetSpec("P9", Spot.PLAYER, 1000, seat="9"), BetSpec("P12", Spot.BANKER, 2000, seat="12")]
+        return table(lambda s: s.round(PLAYER_DRAWS, bets, squeezed_by="P12"), seats=seats)
+
+    assert alerts(log(12)) == []
+    assert [e.data.seats for e in log(12) if isinstance(e, m.RoundOpened)] == [12, 12, 12]
+
+
+def test_an_older_log_without_the_layout_box_replays_and_the_report_says_art15_was_not_checked() -> None:
+    bets = [BetSpec("P1", Spot.PLAYER, 1000), BetSpec("P8", Spot.BANKER, 2000, seat="standing", box="3")]
+    now = table(lambda s: s.round(PLAYER_DRAWS, bets))
+    assert rules(now) == {AlertCode.STANDING_BET_ON_SEAT_BOX}
+    older = [
+        msgspec.structs.replace(e, data=msgspec.structs.replace(e.data, box=None))
+        if isinstance(e, m.BetPlaced)
+        else msgspec.structs.replace(e, data=msgspec.structs.replace(e.data, seats=None))
+        if isinstance(e, m.RoundOpened)
+        else e
+        for e in now
+    ]
+    encoded = lines(older)
+    assert not any(b'"box"' in line or b'"seats"' in line for line in encoded)  # as recorded before v1.2
+    result = replay(iter(encoded))
+    assert (result.alerts, result.unboxed_bets) == ([], 4)  # the bets of the other two rounds too
+    console = Console(record=True, width=200)
+    console.print(render(result, 1.0))
+    assert "Art. 15 (standing bettors on the seated bettors' boxes) not checked for 4 bets" in console.export_text()
+    assert replay(iter(lines(table(lambda s: s.round(PLAYER_DRAWS, [BetSpec("P1", Spot.PLAYER, 1000)]))))).unboxed_bets == 0
 
 
 def test_squeeze_holder_is_the_largest_seated_bettor_art16() -> None:
