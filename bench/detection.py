@@ -17,6 +17,7 @@ settlement on the in-process bus, then the detectors, event by event.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from collections import Counter, defaultdict
@@ -130,6 +131,7 @@ def main() -> int:
     args = parser.parse_args()
     console = Console(stderr=True)
     out = Console()
+    load_at_start = os.getloadavg()
 
     table = Table(title=f"Injected irregularities ({args.seeds} runs each)", title_justify="left")
     for column in ("code", "injected", "found", "recall", "false alerts"):
@@ -155,6 +157,9 @@ def main() -> int:
     for code, rounds in sorted(rounds_to_detection(args.seeds).items()):
         speed.add_row(code, str(len(rounds)), str(sum(r >= 0 for r in rounds)), ", ".join(map(str, rounds)))
     out.print(speed)
+    out.print(
+        f"Load average (1, 5, 15 min): {' '.join(f'{x:.2f}' for x in load_at_start)} at the start, {' '.join(f'{x:.2f}' for x in os.getloadavg())} at the end"
+    )
     return 1 if misses else 0
 
 

@@ -410,6 +410,15 @@ def floor_overview() -> Json:
             Query("sum by (rule) (rule_severity:surveil_alerts:rate5m) * 3600 > 0", "{{rule}}"),
         ),
         bars(
+            "Voided rounds",
+            "Rounds voided in the time range (ROUND_VOIDED), by grade: critical, a void no misdeal called for (a card exposed "
+            "face up is none: Art. 4 keeps the round valid), whose returned stakes the rules had in play; warning, a void "
+            "after a misdeal the detectors found (Art. 10).",
+            Query('sum by (severity) (increase(surveil_alerts_total{rule="ROUND_VOIDED"}[$__range]))', "{{severity}}"),
+            decimals=0,
+            thresholds=ALARM_AT_1,
+        ),
+        bars(
             "Alerts by table",
             "Which tables the alerts of the time range were raised at.",
             Query("sort_desc(sum by (table) (increase(surveil_table_alerts_total[$__range])) > 0)", "{{table}}"),
@@ -626,7 +635,7 @@ def patron_view() -> Json:
         ),
         bars(
             "Alerts by rule",
-            "Which rules named this patron in the time range (PATRON_WIN_RATE, LATE_BET, TIE_BET_*, SQUEEZE_HOLDER...).",
+            "Which rules named this patron in the time range (PATRON_WIN_RATE, LATE_BET, TIE_BET_*, SQUEEZE_HOLDER, STANDING_BET_ON_SEAT_BOX...).",
             Query(f"sort_desc(sum by (rule) (increase(surveil_patron_alerts_total{{{p}}}[$__range])) > 0)", "{{rule}}"),
             decimals=0,
             thresholds=ALARM_AT_1,

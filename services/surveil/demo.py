@@ -149,7 +149,7 @@ def demo_command(tables: int, shoes: int, seed: int, profile: str, inject_text: 
             emit(alert)
         live.update(view.render(), refresh=True)
 
-    result.rounds_checked, result.tables = detectors.rounds_checked, len(detectors.tables)
+    result.rounds_checked, result.tables, result.unboxed_bets = detectors.rounds_checked, len(detectors.tables), detectors.unboxed_bets
     console.print(report.render(result, time.perf_counter() - started))
     console.print(f"\nRecorded log: {log_path}  (replay it: surveil replay {log_path})\nAlerts: {alerts_path}")
     missing = set(parse_codes(inject_text)) - {AlertCode(a.data.rule) for a in result.alerts}

@@ -243,7 +243,7 @@ def _hand() -> st.SearchStrategy[list[m.HandCard]]:
 
 
 _SPOTS = st.sampled_from(list(Spot))
-_SEATS = st.sampled_from([str(n) for n in range(1, 8)] + ["standing"])
+_SEATS = st.sampled_from([str(n) for n in range(1, 100)] + ["standing"])
 _PROFILES = st.sampled_from(["dicj", "sjm", "no-commission"])  # the models hold no other: see absurd_event
 _CURRENCY = st.from_regex(r"[A-Z]{3}", fullmatch=True)
 _TOTAL = st.integers(0, 9)
@@ -272,6 +272,8 @@ def _data(cls: type[m.Data], around: Near) -> st.SearchStrategy[m.Data]:
         "currency": _CURRENCY,
         "carried_bet_ids": st.lists(_ids("bet_id", around), max_size=8),
         "seat": _SEATS,
+        "box": st.one_of(st.none(), _SEATS),
+        "seats": st.one_of(st.none(), st.integers(7, 99)),
         "spot": _SPOTS,
         "amount": _money(),
         "indices": st.lists(_index(), max_size=30),
@@ -302,6 +304,9 @@ def _data(cls: type[m.Data], around: Near) -> st.SearchStrategy[m.Data]:
             kwargs[name] = st.one_of(st.none(), _ids("round_id", around))
         elif name == "index" and cls is m.CutCardReachedData:
             kwargs[name] = _count()
+        elif name in ("player", "banker") and cls is m.RoundVoidedData:
+            placed = st.builds(m.PlacedCard, _index(), st.one_of(st.none(), _card()))
+            kwargs[name] = st.one_of(st.none(), st.lists(placed, max_size=8))
         elif name in fields:
             kwargs[name] = fields[name]
     return st.builds(cls, **kwargs)

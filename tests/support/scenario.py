@@ -16,7 +16,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from surveil.core.cards import CARDS, Card
-from surveil.core.money import Spot
+from surveil.core.money import Spot, TieMove
 from surveil.core.play import Coup, RoundResult, deal, result_of
 from surveil.core.procedure import burn_due
 from surveil.core.profiles import load_profile
@@ -37,6 +37,7 @@ class BetSpec:
     amount: int
     seat: str = "1"
     bet_id: str | None = None
+    box: str | None = ""  # where the chips lie: "" for the bettor's own box (the seat's, or standing), None for not said
 
 
 @dataclass
@@ -48,6 +49,7 @@ class Scenario:
     min_bet: int = 500
     max_bet: int = 200_000
     dealer: str = "D01"
+    seats: int | None = 7  # None: a log recorded before round.opened said it
     events: list[m.Event] = field(default_factory=list)
     clock: datetime = START
     shoe_id: str = ""
@@ -57,6 +59,7 @@ class Scenario:
     _ids: itertools.count[int] = field(default_factory=itertools.count)
     last_round_id: str = ""
     cut_at: int | None = None  # the cut card comes out after this many cards
+    tie_carried: list[str] = field(default_factory=list)  # Art. 12: bets play_shoe's last tie left on the table
     dead_letters: list[Any] = field(default_factory=list)
 
     # ---- plumbing -----------------------------------------------------------------------------
@@ -121,6 +124,7 @@ class Scenario:
                 max_bet=self.max_bet,
                 currency="HKD",
                 carried_bet_ids=list(carried),
+                seats=self.seats,
             ),
             seconds=20,
         )
@@ -131,7 +135,14 @@ class Scenario:
         self.emit(
             m.BetPlaced,
             m.BetPlacedData(
-                table_id=self.table, round_id=round_id, bet_id=bet_id, patron_id=bet.patron, seat=bet.seat, spot=bet.spot, amount=bet.amount
+                table_id=self.table,
+                round_id=round_id,
+                bet_id=bet_id,
+                patron_id=bet.patron,
+                seat=bet.seat,
+                spot=bet.spot,
+                amount=bet.amount,
+                box=bet.seat if bet.box == "" else bet.box,
             ),
         )
         return bet_id
@@ -163,17 +174,24 @@ class Scenario:
         squeezed_by: str | None = None,
         extra_reads: Sequence[str] = (),
         face_up: Sequence[str] = (),
+        brought: dict[int, int] | None = None,
+        burn_after: tuple[int, Sequence[str]] | None = None,
     ) -> None:
         """The shoe reads the hands' cards in ``order`` (default P, B, P, B, then third cards) and
         the round completes with the result the cards give. ``bend`` may change the hands as the
         boxes report them, ``declare`` the announced result; ``extra_reads`` leave the shoe
-        after the hands and go nowhere."""
+        after the hands and go nowhere. ``brought`` (deal slot -> shoe index): that card does not
+        come out of the shoe but is brought back under an index already used; ``burn_after``
+        (cards dealt, cards): the dealer burns those cards after so many of the round's cards."""
         order = order or "PBPB" + "P" * (len(player) - 2) + "B" * (len(banker) - 2)
         queues = {"P": iter(player), "B": iter(banker)}
         hands: dict[str, list[m.HandCard]] = {"P": [], "B": []}
-        for hand in order:
+        for slot, hand in enumerate(order):
+            if burn_after is not None and burn_after[0] == slot:
+                self.burn(burn_after[1], round_id)
             card = next(queues[hand])
-            hands[hand].append(m.HandCard(index=self.read(card, face_up=card in face_up), card=card))
+            index = brought[slot] if brought and slot in brought else self.read(card, face_up=card in face_up)
+            hands[hand].append(m.HandCard(index=index, card=card))
         for card in extra_reads:
             self.read(card)
         if bend:
@@ -193,6 +211,26 @@ class Scenario:
                 **declared,
             ),
             seconds=15,
+        )
+
+    def void(
+        self, round_id: str, player: Sequence[str], banker: Sequence[str], reason: str, *, face_up: Sequence[str] = (), order: str = ""
+    ) -> None:
+        """The shoe reads the cards dealt so far (``order``, default P, B, P, B, then third
+        cards), then the round is voided as the table-controller voids one: its cards burned,
+        then ``round.voided`` with the hands as dealt."""
+        order = order or ("PBPB"[: min(len(player), len(banker)) * 2] + "P" * max(0, len(player) - len(banker)))
+        order += "P" * (len(player) - order.count("P")) + "B" * (len(banker) - order.count("B"))
+        queues = {"P": iter(player), "B": iter(banker)}
+        hands: dict[str, list[m.PlacedCard]] = {"P": [], "B": []}
+        for hand in order:
+            card = next(queues[hand])
+            hands[hand].append(m.PlacedCard(index=self.read(card, face_up=card in face_up), card=card))
+        indices = sorted(c.index for c in (*hands["P"], *hands["B"]))
+        if indices:
+            self.emit(m.CardsBurned, m.CardsBurnedData(table_id=self.table, shoe_id=self.shoe_id, round_id=round_id, indices=indices))
+        self.emit(
+            m.RoundVoided, m.RoundVoidedData(table_id=self.table, round_id=round_id, reason=reason, player=hands["P"], banker=hands["B"])
         )
 
     def round(
@@ -216,22 +254,31 @@ class Scenario:
         bets: Callable[[Coup], Iterable[BetSpec]] = lambda coup: (),
         cut_behind: int = 40,
         pack: list[str] | None = None,
+        cut_card: bool = True,
     ) -> list[str]:
         """A whole legal shoe from a shuffled pack (or ``pack``): burn, rounds until the cut card
         comes out (the next round is the last), shoe end. ``bets`` sees each round's coup before
-        it is dealt. Returns the shoe's cards in order."""
+        it is dealt; after a tie its Player and Banker bets are withdrawn where the house allows
+        it, else carried (Art. 12). Not ``cut_card``: the shoe is dealt as far, but the cut card
+        is never reported. Returns the shoe's cards in order."""
         pack = pack or [card.code for card in shuffled_shoe(self.decks, rng)]
         due = 0 if self.automatic else burn_due(load_profile(self.profile).burn, self.decks, CARDS[pack[0]])
         self.start_shoe(burn=pack[:due] if due else None)
         position = due
-        self.cut_at = len(pack) - cut_behind
+        last_place = len(pack) - cut_behind
+        self.cut_at = last_place if cut_card else None
         # Art. 3.1 (finish): the round in progress when the cut card comes out is the last; if
         # it comes out between rounds, the next round is.
-        while position <= self.cut_at:
+        while position <= last_place:
             coup = deal([CARDS[c] for c in pack[position : position + 6]])
-            self.round(pack[position : position + 6], bets(coup))
+            placed = list(bets(coup))
+            _, bet_ids = self.round(pack[position : position + 6], placed, carried=self.tie_carried)
+            # Art. 12: bettors take back what a tie left where the house allows it; else it stays
+            tie = coup.result.outcome == "tie" and TieMove.WITHDRAW not in load_profile(self.profile).after_tie
+            left = (i for i, b in zip(bet_ids, placed) if b.spot in (Spot.PLAYER, Spot.BANKER))
+            self.tie_carried = [*self.tie_carried, *left] if tie else []
             position += coup.cards_used
-            if position > self.cut_at:
+            if position > last_place:
                 break
         self.cut_at = None
         self.end_shoe()

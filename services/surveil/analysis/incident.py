@@ -43,7 +43,7 @@ import msgspec
 from ..core import money
 from ..core.cards import CARDS
 from ..core.findings import AlertCode
-from ..core.money import Commission, Settlement
+from ..core.money import Commission, Rounding, Settlement
 from ..core.play import Coup, Outcome, RoundResult, banker_rule, deal, hand_total, player_rule, result_of
 from ..core.profiles import InvalidProfileError, load_profile
 from ..core.shoe import CARDS_PER_DECK
@@ -174,7 +174,6 @@ class RoundTrail:
     opened_at: datetime
     closed_at: datetime | None = None
     completed_at: datetime | None = None
-    void_reason: str | None = None
     carried_from: str | None = None  # the round whose tie carried bets into this one (Art. 12)
     burns: list[int] = field(default_factory=list)
     history: dict[str, list[tuple[datetime, str, str, int, bool]]] = field(
@@ -376,7 +375,9 @@ class IncidentCollector:
         if table.round(d.round_id) is not None:
             return  # redelivered
         previous = table.round(table.last_round_id) if table.last_round_id else None
-        played = Round(d.table_id, d.round_id, d.shoe_id, d.round_no, d.dealer_id, d.profile, d.demo, d.min_bet, d.max_bet, d.currency)
+        played = Round(
+            d.table_id, d.round_id, d.shoe_id, d.round_no, d.dealer_id, d.profile, d.demo, d.min_bet, d.max_bet, d.currency, seats=d.seats
+        )
         rnd = table.new_round(played, event.time)
         if previous is not None:
             played.carry_over(previous.round, d.carried_bet_ids)
@@ -477,7 +478,7 @@ class IncidentCollector:
     def _round_voided(self, event: m.RoundVoided) -> None:
         rnd = self.table(event.data.table_id).round(event.data.round_id)
         if rnd is not None and not rnd.round.ended:
-            rnd.round.voided, rnd.void_reason = True, event.data.reason
+            rnd.round.voided, rnd.round.void_reason = True, event.data.reason
 
     def _bet_settled(self, event: m.BetSettled) -> None:
         rnd = self.table(event.data.table_id).round(event.data.round_id)
@@ -753,22 +754,24 @@ def _outcome_text(result: RoundResult) -> str:
     return f"{result.outcome.value.capitalize()} wins {max(result.player_total, result.banker_total)}-{min(result.player_total, result.banker_total)}"
 
 
-def commission_of(profile_name: str | None) -> Commission | None:
+def commission_of(profile_name: str | None) -> tuple[Commission, Rounding] | None:
+    """Art. 18 under the named house profile: its commission, and how it rounds a fraction of one."""
     if profile_name is None:
         return None
     try:
-        return load_profile(profile_name).commission
+        profile = load_profile(profile_name)
     except InvalidProfileError:
         return None
+    return profile.commission, profile.commission_rounding
 
 
-def rules_give(bet: Bet, result: RoundResult | None, voided: bool, commission: Commission | None) -> Settlement | None:
+def rules_give(bet: Bet, result: RoundResult | None, voided: bool, commission: tuple[Commission, Rounding] | None) -> Settlement | None:
     """``core.money.settle`` for the bet as it stood, under the round's commission."""
     if voided:
         return money.VOID
     if result is None or commission is None:
         return None
-    return money.settle(bet.spot, bet.amount, result, commission)
+    return money.settle(bet.spot, bet.amount, result, *commission)
 
 
 # ---- text ------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from markupsafe import Markup
 from ..core import money
 from ..core.cards import CARDS
 from ..core.findings import AlertCode
-from ..core.money import BetResult, Commission, Settlement, Spot
+from ..core.money import BetResult, Commission, Rounding, Settlement, Spot
 from ..core.play import Outcome, RoundResult
 from ..core.procedure import CUT_CARD_MIN_BEHIND
 from ..core.shoe import CARDS_PER_DECK
@@ -223,7 +223,7 @@ class BetsView:
     rows: list[BetRow]
     show_cards: bool
     show_right: bool
-    commission: Commission | None
+    commission: tuple[Commission, Rounding] | None
     total_stake: int
     total_paid: int
     total_due: int
@@ -239,7 +239,7 @@ class RoundView:
     kind = "round"
     rnd: RoundTrail
     profile: str | None
-    commission: Commission | None
+    commission: tuple[Commission, Rounding] | None
     squeeze_hot: bool
     cards: list[CardRow] | None
     no_shoe: bool
@@ -409,7 +409,9 @@ class Renderer:
         view.notes = [words(n) for n in notes]
         view.ok = not notes and right is not None
 
-    def bets(self, rnd: RoundTrail, commission: Commission | None, right: CorrectPlay | None, i: Incident) -> BetsView | None:
+    def bets(
+        self, rnd: RoundTrail, commission: tuple[Commission, Rounding] | None, right: CorrectPlay | None, i: Incident
+    ) -> BetsView | None:
         played = rnd.round
         d = i.data
         declared = played.declared
@@ -421,8 +423,8 @@ class Renderer:
             and right.coup.result != declared
             and commission is not None
             and any(
-                money.settle(bet.spot, bet.amount, right.coup.result, commission)
-                != money.settle(bet.spot, bet.amount, declared, commission)
+                money.settle(bet.spot, bet.amount, right.coup.result, *commission)
+                != money.settle(bet.spot, bet.amount, declared, *commission)
                 for bet in played.active_bets()
             )
         )

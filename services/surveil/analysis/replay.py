@@ -53,6 +53,7 @@ class ReplayResult:
     events_by_type: Counter[str] = field(default_factory=Counter)
     rounds_checked: int = 0
     tables: int = 0
+    unboxed_bets: int = 0  # bets whose event does not say their layout box: Art. 15 not checked for them
 
 
 def open_log(path: Path) -> BufferedIOBase:
@@ -87,6 +88,7 @@ class ShardTotals:
     events_by_type: Counter[str]
     rounds_checked: int
     tables: int
+    unboxed_bets: int
 
 
 class _Envelope(msgspec.Struct):
@@ -154,6 +156,7 @@ class Shard:
             events_by_type=Counter({cls.__struct_config__.tag: n for cls, n in self.by_class.items()}),  # type: ignore[misc]
             rounds_checked=sum(watch.rounds_checked for watch in tables.values()),
             tables=len(tables),
+            unboxed_bets=sum(watch.unboxed_bets for watch in tables.values()),
         )
 
 
@@ -300,5 +303,6 @@ def replay(
         result.events_by_type.update(total.events_by_type)
         result.rounds_checked += total.rounds_checked
         result.tables += total.tables
+        result.unboxed_bets += total.unboxed_bets
     result.events = result.events_by_type.total()
     return result

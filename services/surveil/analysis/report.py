@@ -10,7 +10,6 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from ..core.findings import SEVERITY, AlertCode
 from ..events.models import AlertRaised
 from .replay import ReplayResult
 
@@ -56,11 +55,19 @@ def render(result: ReplayResult, seconds: float) -> Group:
             style="bold",
         )
     ]
+    if result.unboxed_bets:
+        parts.append(
+            Text(
+                f"Art. 15 (standing bettors on the seated bettors' boxes) not checked for {result.unboxed_bets:,} bets: "
+                "their bet.placed does not say the layout box their chips lie in (a log recorded before contract v1.2).",
+                style="yellow",
+            )
+        )
     by_rule = Table(title="Alerts by rule", title_justify="left")
     for column in ("rule", "severity", "alerts", "money at stake"):
         by_rule.add_column(column, justify="right" if column in ("alerts", "money at stake") else "left")
-    for name, count, stake in _tally(alerts, lambda a: a.data.rule):
-        severity = SEVERITY[AlertCode(name)].value if name in AlertCode.__members__ else "?"
+    for key, count, stake in _tally(alerts, lambda a: f"{a.data.rule} {a.data.severity}"):
+        name, severity = key.split(" ")  # a graded rule (ROUND_VOIDED) has a row per severity
         by_rule.add_row(name, severity, str(count), f"{stake:,}")
     parts.append(by_rule)
     parts.append(_table("Alerts by table", "table", _tally(alerts, lambda a: a.data.table_id)))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
-from ..core.findings import SEVERITY
+from ..core.findings import SEVERITY, severities
 from ..core.play import Outcome
 from ..detect.watch import TableState
 from ..events import models as m
@@ -34,12 +34,13 @@ ROUNDS_CHECKED = Counter("surveil_rounds_checked_total", "Rounds replayed agains
 ALERTS = Counter("surveil_alerts_total", "Alerts raised, by rule and severity.", ["rule", "severity"])
 # Every rule's series exists from the start at 0: a series that first appears at 1 is an increase
 # that Prometheus' increase() and rate() cannot see, and a rule's first alert is the one that counts.
-for _code, _severity in SEVERITY.items():
-    ALERTS.labels(_code.value, _severity.value)
+for _code in SEVERITY:
+    for _severity in severities(_code):
+        ALERTS.labels(_code.value, _severity.value)
 # The same alerts by table and by patron, for the drill-down and patron dashboards, and by table
-# for the page that names it (SurveilCriticalAlert: severity is the rule's own, so it adds no
-# series). Their series start with a table's or patron's first alert: labels that many are not
-# made up front.
+# for the page that names it (SurveilCriticalAlert: a rule's severity is its own, or one of two for
+# a graded rule, so it adds at most a series). Their series start with a table's or patron's first
+# alert: labels that many are not made up front.
 TABLE_ALERTS = Counter("surveil_table_alerts_total", "Alerts raised at a table, by rule and severity.", ["table", "rule", "severity"])
 PATRON_ALERTS = Counter("surveil_patron_alerts_total", "Alerts that name a patron, by rule.", ["patron", "rule"])
 

@@ -1,8 +1,9 @@
 """Money: payouts (Art. 17), commission (Art. 18), ties (Art. 12) and the bet checks (Art. 12-16).
 
-All amounts are integers in currency units. The 5% commission is rounded down, so the house
-never takes more than 5%; a Banker bet that is a multiple of the table minimum (house rule) with a
-minimum that is a multiple of 20 never needs rounding.
+All amounts are integers in currency units. A fraction of the 5% commission is rounded as the
+house profile says (``Rounding``; the DICJ profile rounds down, so the house never takes more
+than 5%); a Banker bet that is a multiple of the table minimum (house rule) with a minimum that
+is a multiple of 20 never needs rounding.
 """
 
 from __future__ import annotations
@@ -34,6 +35,30 @@ class BetResult(StrEnum):
     CARRIED = "carried"  # Art. 12: a Player or Banker bet on a tie stays for the next round
 
 
+class Rounding(StrEnum):
+    """How a fraction of a unit is rounded where the rules take a share of a win: the 5%
+    commission, or the half a no-commission Banker 6 pays (house policy, Art. 18)."""
+
+    DOWN = "down"
+    NEAREST = "nearest"  # half a unit up
+    UP = "up"
+
+
+def share(numerator: int, denominator: int, rounding: Rounding) -> int:
+    """``numerator / denominator`` in whole units, rounded as the house rounds.
+
+    >>> [share(30 * 5, 100, r) for r in Rounding]  # 5% of 30 is 1.5
+    [1, 2, 2]
+    >>> [share(25, 2, r) for r in Rounding]
+    [12, 13, 13]
+    """
+    if rounding == Rounding.DOWN:
+        return numerator // denominator
+    if rounding == Rounding.UP:
+        return -(-numerator // denominator)
+    return (2 * numerator + denominator) // (2 * denominator)
+
+
 class Commission(StrEnum):
     """Art. 18: 5% of a Banker win, or the approved no-commission variant (Banker 6 pays half)."""
 
@@ -61,9 +86,9 @@ class Settlement(msgspec.Struct, frozen=True):
 
     def paid_out(self, amount: int) -> int:
         """What goes back across the table: the stake and winnings, or the stake of a push."""
-        if self.result is BetResult.WIN:
+        if self.result == BetResult.WIN:
             return amount + self.net
-        return amount if self.result is BetResult.PUSH else 0
+        return amount if self.result == BetResult.PUSH else 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,7 +113,7 @@ class RoundTotals:
 
 def totals_of(amount: int, settlement: Settlement) -> tuple[int, int, int, int]:
     """What one bet of ``amount`` settled so adds to its round's totals (as ``RoundTotals`` fields)."""
-    decided = settlement.result is not BetResult.CARRIED
+    decided = settlement.result != BetResult.CARRIED
     return (amount if decided else 0, settlement.paid_out(amount), settlement.commission, -settlement.net)
 
 
@@ -96,34 +121,36 @@ VOID = Settlement(BetResult.PUSH, 0, 0)  # Art. 10: a voided round returns every
 CARRY = Settlement(BetResult.CARRIED, 0, 0)  # Art. 12
 
 
-def settle(spot: Spot, amount: int, result: RoundResult, commission: Commission) -> Settlement:
-    """Settle one bet of ``amount`` on ``spot`` against a completed round's result.
+def settle(spot: Spot, amount: int, result: RoundResult, commission: Commission, rounding: Rounding = Rounding.DOWN) -> Settlement:
+    """Settle one bet of ``amount`` on ``spot`` against a completed round's result; a fraction
+    of the commission (or of a no-commission Banker 6's half) is rounded by ``rounding``.
 
     >>> from surveil.core.play import Outcome, RoundResult
     >>> banker_wins = RoundResult(3, 7, Outcome.BANKER, False, False)
     >>> settle(Spot.BANKER, 100, banker_wins, Commission.FIVE_PERCENT)
     Settlement(result=<BetResult.WIN: 'win'>, net=95, commission=5)
     """
-    if spot is _BANKER or spot is _PLAYER:
-        if result.outcome is _TIE_OUTCOME:
+    if spot == _BANKER or spot == _PLAYER:
+        if result.outcome == _TIE_OUTCOME:
             return CARRY  # Art. 12
-        won = (result.outcome is _BANKER_OUTCOME) is (spot is _BANKER)
-    elif spot is _TIE:
-        won = result.outcome is _TIE_OUTCOME
+        won = (result.outcome == _BANKER_OUTCOME) == (spot == _BANKER)
+    elif spot == _TIE:
+        won = result.outcome == _TIE_OUTCOME
     else:
-        won = result.player_pair if spot is _PLAYER_PAIR else result.banker_pair
+        won = result.player_pair if spot == _PLAYER_PAIR else result.banker_pair
     if not won:
         return Settlement(_LOSE, -amount, 0)
-    if spot is not _BANKER:
+    if spot != _BANKER:
         return Settlement(_WIN, amount * PAYOUT_ODDS[spot], 0)
-    if commission is _NO_COMMISSION:
-        return Settlement(_WIN, amount // 2 if result.banker_total == 6 else amount, 0)
-    fee = amount * COMMISSION_PERCENT // 100
+    if commission == _NO_COMMISSION:
+        return Settlement(_WIN, share(amount, 2, rounding) if result.banker_total == 6 else amount, 0)
+    fee = share(amount * COMMISSION_PERCENT, 100, rounding)
     return Settlement(_WIN, amount - fee, fee)
 
 
 # settle runs for every bet of every round. On Python 3.11 each ``Spot.BANKER``-style lookup
-# goes through ``EnumType.__getattr__`` (about 0.2 µs), so settle compares against these names.
+# goes through ``EnumType.__getattr__`` (about 0.2 µs), so settle compares against these names,
+# by value: a spot or outcome given as a plain string settles as the enum does.
 _PLAYER, _BANKER, _TIE, _PLAYER_PAIR = Spot.PLAYER, Spot.BANKER, Spot.TIE, Spot.PLAYER_PAIR
 _TIE_OUTCOME, _BANKER_OUTCOME = Outcome.TIE, Outcome.BANKER
 _WIN, _LOSE = BetResult.WIN, BetResult.LOSE
@@ -146,7 +173,7 @@ def check_amount(spot: Spot, amount: int, min_bet: int) -> list[Finding]:
                 {"spot": str(spot), "amount": amount, "min_bet": min_bet},
             )
         )
-    if spot is Spot.BANKER and amount % min_bet:
+    if spot == Spot.BANKER and amount % min_bet:
         findings.append(
             Finding(
                 AlertCode.BANKER_BET_MULTIPLE,
@@ -250,9 +277,30 @@ def check_tie_change(
     return findings
 
 
-def check_squeeze(squeezed_by: str | None, seated_stakes: Mapping[str, int], allowed: bool) -> Finding | None:
-    """Art. 16: only where the house allows it, and then by the seated bettor with the largest
-    stake (any of them, when several stake the same)."""
+class SqueezeHolder(StrEnum):
+    """Art. 16: who holds the cards where the house allows squeezing (house policy; the text says
+    "the largest bet" without saying on what)."""
+
+    LARGEST_TOTAL = "largest_total"  # the seated bettor with the largest stake in the round
+    LARGEST_ON_SIDE = "largest_on_side"  # for each hand, the seated bettor with the largest bet on its spot
+
+
+def squeeze_stakes(seated_bets: Iterable[tuple[str, Spot, int]], holder: SqueezeHolder) -> dict[str, dict[str, int]]:
+    """Art. 16: the seated stakes that entitle a bettor to hold the cards, by group: the whole
+    round (``largest_total``), or the Player and the Banker spot (``largest_on_side``); each
+    ``(patron, spot, amount)`` a seated bet."""
+    whole = holder == SqueezeHolder.LARGEST_TOTAL
+    groups: dict[str, dict[str, int]] = {"round": {}} if whole else {"player": {}, "banker": {}}
+    for patron, spot, amount in seated_bets:
+        group = groups["round"] if whole else groups.get(str(spot))
+        if group is not None:
+            group[patron] = group.get(patron, 0) + amount
+    return groups
+
+
+def check_squeeze(squeezed_by: str | None, stakes: Mapping[str, Mapping[str, int]], allowed: bool) -> Finding | None:
+    """Art. 16: only where the house allows it, and then by a seated bettor with the largest
+    stake of a group (``squeeze_stakes``; any of them, when several stake the same)."""
     if squeezed_by is None:
         return None
     if not allowed:
@@ -262,18 +310,22 @@ def check_squeeze(squeezed_by: str | None, seated_stakes: Mapping[str, int], all
             f"Patron {squeezed_by} held the cards at a table where the house does not allow squeezing.",
             {"squeezed_by": squeezed_by, "squeeze_allowed": False},
         )
-    largest = max(seated_stakes.values(), default=0)
-    if seated_stakes.get(squeezed_by) == largest and largest > 0:
+    largest = {group: max(seated.values(), default=0) for group, seated in stakes.items()}
+    entitled = sorted(
+        {patron for group, seated in stakes.items() for patron, stake in seated.items() if stake == largest[group] and stake > 0}
+    )
+    if squeezed_by in entitled:
         return None
-    holders = sorted(p for p, stake in seated_stakes.items() if stake == largest and largest > 0)
+    on_what = "" if list(stakes) == ["round"] else f" on the {' or the '.join(g.capitalize() for g in stakes)}"
     return Finding(
         AlertCode.SQUEEZE_HOLDER,
         "Art. 16(2)",
-        f"Patron {squeezed_by} held the cards, but the seated patron with the largest bet was {' or '.join(holders) or 'nobody'}.",
+        f"Patron {squeezed_by} held the cards, but the seated patron with the largest bet{on_what} was "
+        f"{' or '.join(entitled) or 'nobody'}.",
         {
             "squeezed_by": squeezed_by,
-            "squeezer_stake": seated_stakes.get(squeezed_by),
+            "squeezer_stake": {group: seated.get(squeezed_by) for group, seated in stakes.items()},
             "largest_stake": largest,
-            "entitled": holders,
+            "entitled": entitled,
         },
     )

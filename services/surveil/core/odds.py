@@ -124,15 +124,15 @@ def house_edge(spot: Spot, decks: int = 8, commission: Commission = Commission.F
         no_pair = RoundResult(0, 0, Outcome.TIE, False, False)
         gain = p * settle(spot, stake, pair, commission).net + (1 - p) * settle(spot, stake, no_pair, commission).net
         return -gain / stake
-    if spot is Spot.BANKER and commission is Commission.NO_COMMISSION:
+    if spot == Spot.BANKER and commission == Commission.NO_COMMISSION:
         raise ValueError("house_edge covers the no-commission Banker bet only by simulation")
     counts = tabled_outcome_counts(decks)
     gain = Fraction(0)
     for outcome in Outcome:
         banker_total = 7 if outcome is Outcome.BANKER else 0  # any total but 6 pays the same here
-        player_total = 7 if outcome is Outcome.PLAYER else 0
+        player_total = 7 if outcome == Outcome.PLAYER else 0
         result = RoundResult(player_total, banker_total, outcome, False, False)
         settlement = settle(spot, stake, result, commission)
-        if settlement.result is not BetResult.CARRIED:
+        if settlement.result != BetResult.CARRIED:
             gain += counts.probability(outcome) * settlement.net
     return -gain / stake

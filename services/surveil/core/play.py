@@ -219,6 +219,31 @@ def check_play(player: Sequence[DealtCard], banker: Sequence[DealtCard], declare
     return findings + _check_result(player, banker, declared)
 
 
+def check_partial_deal(player: Sequence[DealtCard], banker: Sequence[DealtCard]) -> list[Finding]:
+    """Art. 7 and 9 on the cards of a round stopped before its end (voided, Art. 10): the cards
+    dealt so far went P, B, P, B, and no hand drew where it had to stand. A draw still missing is
+    not judged, nor the result: the round stopped."""
+    if len(player) >= 2 and len(banker) >= 2:
+        played = result_of([c.card for c in player], [c.card for c in banker])
+        return [f for f in check_play(player, banker, played) if f.code not in _MISSING_DRAWS]
+    dealt = sorted([(c.index, "P") for c in player] + [(c.index, "B") for c in banker])
+    seen = "".join(hand for _, hand in dealt)
+    expected = "PBPB"[: len(seen)]
+    if seen == expected:
+        return []
+    return [
+        Finding(
+            AlertCode.DEAL_ORDER,
+            "Art. 7",
+            f"Cards left the shoe in the order {seen} instead of {expected}.",
+            {**_hands_evidence(player, banker), "expected_order": expected, "seen_order": seen},
+        )
+    ]
+
+
+_MISSING_DRAWS = frozenset({AlertCode.DRAW_PLAYER_MISSING, AlertCode.DRAW_BANKER_MISSING})
+
+
 def _codes(hand: Sequence[DealtCard]) -> list[str]:
     return [dealt.card.code for dealt in hand]
 
@@ -234,10 +259,11 @@ def _hands_evidence(player: Sequence[DealtCard], banker: Sequence[DealtCard]) ->
 
 def _check_order(player: Sequence[DealtCard], banker: Sequence[DealtCard]) -> Finding | None:
     """Art. 7: P, B, P, B by shoe index, then the Player's third card, then the Banker's."""
-    # Dealt right, the shoe indices rise in that order: the usual case needs no more.
+    # Dealt right, the shoe indices rise in that order: the usual case needs no more. One index
+    # twice is a card used twice (CARD_REUSED, judged with the shoe), not an order broken.
     previous = 0
     for dealt_card in (player[0], banker[0], player[1], banker[1], *player[2:], *banker[2:]):
-        if dealt_card.index <= previous:
+        if dealt_card.index < previous:
             break
         previous = dealt_card.index
     else:
@@ -248,7 +274,7 @@ def _check_order(player: Sequence[DealtCard], banker: Sequence[DealtCard]) -> Fi
     summary = (
         f"Cards left the shoe in the order {seen} instead of {expected}."
         if seen != expected
-        else "A hand holds its cards out of the order they left the shoe (or one shoe index twice)."
+        else "A hand holds its cards out of the order they left the shoe."
     )
     return Finding(
         AlertCode.DEAL_ORDER,

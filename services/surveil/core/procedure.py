@@ -64,6 +64,22 @@ def check_cut_card(decks: int, cards_before: int) -> Finding | None:
     )
 
 
+def check_cut_card_seen(decks: int, cards_out: int, cut_seen: bool) -> Finding | None:
+    """Art. 2.1 and 3: a shoe dealt past the last place the cut card may lie (at least about 12
+    cards from the end) must have shown it; a shoe changed before that place (Art. 3.2) need not."""
+    last_place = decks * CARDS_PER_DECK - CUT_CARD_MIN_BEHIND
+    if cut_seen or cards_out <= last_place:
+        return None
+    return Finding(
+        AlertCode.CUT_CARD_MISSING,
+        "Art. 2.1, 3",
+        f"{cards_out} cards left the shoe and the cut card never came out; it lies at least {CUT_CARD_MIN_BEHIND} "
+        f"cards from the end, so it should have come out by card {last_place}: the shoe was dealt without its "
+        "last-round signal (Art. 3).",
+        {"cards_out": cards_out, "last_cut_card_place": last_place, "minimum_behind": CUT_CARD_MIN_BEHIND, "decks": decks},
+    )
+
+
 def rounds_allowed_after_cut(policy: LastRound, round_in_progress: bool) -> int:
     """Art. 3.1: rounds that may still open once the cut card is out.
 
@@ -84,12 +100,24 @@ def check_round_after_cut(policy: LastRound, opened_after_cut: int, allowed: int
     )
 
 
-def check_demo_round(demo_rounds: int, bets: int) -> list[Finding]:
-    """Art. 2.2: at most 3 demonstration rounds per shoe, and none takes bets.
+def check_demo_round(demo_rounds: int, bets: int, real_rounds: int = 0) -> list[Finding]:
+    """Art. 2.2: at most 3 demonstration rounds per shoe, at its start (before any real round),
+    and none takes bets.
 
-    ``demo_rounds`` counts this one; ``bets`` is how many bets it has seen.
+    ``demo_rounds`` counts this one; ``bets`` is how many bets it has seen; ``real_rounds`` how
+    many real rounds of the shoe opened before it.
     """
     findings = []
+    if real_rounds:
+        findings.append(
+            Finding(
+                AlertCode.DEMO_ROUNDS,
+                "Art. 2.2",
+                f"A demonstration round opened after {real_rounds} real round(s) of this shoe; "
+                "demonstration rounds are played only at the start of a shoe.",
+                {"demo_rounds": demo_rounds, "real_rounds_before": real_rounds},
+            )
+        )
     if demo_rounds > DEMO_ROUNDS_MAX:
         findings.append(
             Finding(

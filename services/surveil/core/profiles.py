@@ -12,7 +12,7 @@ from importlib import resources
 
 import msgspec
 
-from .money import Commission, Spot, TieMove
+from .money import Commission, Rounding, Spot, SqueezeHolder, TieMove
 from .shoe import MAX_DECKS, MIN_DECKS
 
 DEFAULT_PROFILE = "dicj"
@@ -51,8 +51,10 @@ class HouseProfile(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
     burn: Burn
     last_round: LastRound
     squeeze_allowed: bool
+    squeeze_holder: SqueezeHolder  # Art. 16: who holds the cards, where squeezing is allowed
     after_tie: frozenset[TieMove]
     commission: Commission
+    commission_rounding: Rounding  # Art. 18: a fraction of the commission (or of a Banker 6's half)
     side_bets: frozenset[Spot]
     # The house's usual table, used by the simulator; a live table announces its own
     # minimum and limit in each round.opened.

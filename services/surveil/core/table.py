@@ -14,21 +14,22 @@ Shoe and round are plain ``msgspec`` structs of strings and numbers, so a servic
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import msgspec
 
 from . import money, procedure
 from .cards import CARDS
-from .findings import AlertCode, Finding
-from .money import VOID, BetResult, Commission, Settlement, Spot, TieMove
-from .play import DealtCard, Outcome, RoundResult
+from .findings import AlertCode, Finding, Severity
+from .money import VOID, BetResult, Commission, Rounding, Settlement, Spot, SqueezeHolder, TieMove
+from .play import DealtCard, Outcome, RoundResult, check_partial_deal, check_play
 from .profiles import Burn, LastRound
-from .shoe import ShoeComposition
+from .shoe import CARDS_PER_DECK, ShoeComposition
 
-SEATED = frozenset(str(seat) for seat in range(1, 8))
-STANDING = "standing"
+STANDING = "standing"  # a bet's seat, or its box: a standing bettor, or the standing bettors' area
+_NONE: Mapping[int, int] = MappingProxyType({})
 
 
 class Bet(msgspec.Struct, omit_defaults=True):
@@ -37,11 +38,12 @@ class Bet(msgspec.Struct, omit_defaults=True):
 
     bet_id: str
     patron_id: str
-    seat: str  # "1".."7", or "standing"
+    seat: str  # who placed it: a seat number ("1", "2", ...), or "standing"
     spot: Spot
     amount: int
     withdrawn: bool = False
     carried: tuple[Spot, int] | None = None
+    box: str | None = None  # where its chips lie: a seat's box (its number), or "standing"; None: not said
 
 
 class HandCard(msgspec.Struct, frozen=True):
@@ -67,12 +69,15 @@ class Round(msgspec.Struct, omit_defaults=True):
     max_bet: int = 0  # the table limit (Art. 14)
     currency: str = ""
     bets: dict[str, Bet] = {}
+    seats: int | None = None  # the table's seats (Art. 1: seven or more); None: not said
     closed: bool = False  # bets closed
     player: list[HandCard] = []  # in the order dealt
     banker: list[HandCard] = []
     declared: RoundResult | None = None  # the result the table announced: the round is complete
     squeezed_by: str | None = None  # the patron who held the cards (Art. 16)
     voided: bool = False  # Art. 10
+    void_reason: str = ""
+    hands_unreported: bool = False  # voided, by an event that does not say which cards were dealt
     paid: dict[str, str] = {}  # bet id -> id of the settlement that paid it
     paid_totals: list[int] = msgspec.field(default_factory=lambda: [0, 0, 0, 0])  # staked, paid_out, commission, house_net
 
@@ -92,10 +97,11 @@ class Round(msgspec.Struct, omit_defaults=True):
     def staked(self) -> int:
         return sum(bet.amount for bet in self.active_bets())
 
-    def hands(self) -> tuple[list[DealtCard], list[DealtCard]]:
-        """The hands with every card known, as the play checks take them."""
-        return [DealtCard(c.index, CARDS[c.card]) for c in self.player if c.card], [
-            DealtCard(c.index, CARDS[c.card]) for c in self.banker if c.card
+    def hands(self, stand_ins: Mapping[int, int] = _NONE) -> tuple[list[DealtCard], list[DealtCard]]:
+        """The hands with every card known, as the play checks take them; a card at an index the
+        shoe never read is put at the index it stands for (``Shoe.stand_ins``), if any."""
+        return [DealtCard(stand_ins.get(c.index, c.index), CARDS[c.card]) for c in self.player if c.card], [
+            DealtCard(stand_ins.get(c.index, c.index), CARDS[c.card]) for c in self.banker if c.card
         ]
 
     def indices(self) -> list[int]:
@@ -107,28 +113,41 @@ class Round(msgspec.Struct, omit_defaults=True):
 
     # ---- what happens to it -----------------------------------------------------------------
 
-    def carry_over(self, previous: Round, bet_ids: Iterable[str]) -> None:
+    def carry_over(self, previous: Round, bet_ids: Iterable[str]) -> list[Bet]:
         """Art. 12: the Player and Banker bets ``previous`` left on its tie join this round (those
-        of ``bet_ids`` that ``previous`` holds and that were not withdrawn)."""
+        of ``bet_ids`` that ``previous`` holds and that were not withdrawn). Returns the bets the
+        tie carried that ``bet_ids`` leave out: they were withdrawn before this round (Art. 12(1)),
+        as the house may forbid (``check_tie_change``)."""
         if previous.declared is None:
-            return
-        for bet_id in bet_ids:
+            return []
+        named = list(bet_ids)
+        for bet_id in named:
             bet = previous.bets.get(bet_id)
             if bet is not None and not bet.withdrawn:
-                self.bets[bet_id] = Bet(bet.bet_id, bet.patron_id, bet.seat, bet.spot, bet.amount, carried=(bet.spot, bet.amount))
+                self.bets[bet_id] = _carried(bet)
+        if previous.declared.outcome != _TIE:
+            return []
+        return [_carried(bet) for bet in previous.active_bets() if bet.spot in _DECIDED_SPOTS and bet.bet_id not in named]
 
     def complete(self, player: list[HandCard], banker: list[HandCard], declared: RoundResult, squeezed_by: str | None) -> None:
         self.player, self.banker, self.declared, self.squeezed_by = player, banker, declared, squeezed_by
 
-    def expected_settlement(self, bet: Bet, commission: Commission) -> Settlement:
+    def void(self, reason: str, player: list[HandCard] | None, banker: list[HandCard] | None) -> None:
+        """Art. 10: the round is void, for ``reason``, with the cards dealt until then (None when
+        the event does not say)."""
+        self.voided, self.void_reason = True, reason
+        self.hands_unreported = player is None and banker is None
+        self.player, self.banker = player or [], banker or []
+
+    def expected_settlement(self, bet: Bet, commission: Commission, rounding: Rounding = Rounding.DOWN) -> Settlement:
         """What the rules pay ``bet`` (Art. 10, 12, 17, 18): every stake back on a void."""
         if self.voided or self.declared is None:
             return VOID
-        return money.settle(bet.spot, bet.amount, self.declared, commission)
+        return money.settle(bet.spot, bet.amount, self.declared, commission, rounding)
 
-    def settlements(self, commission: Commission) -> list[tuple[Bet, Settlement]]:
+    def settlements(self, commission: Commission, rounding: Rounding = Rounding.DOWN) -> list[tuple[Bet, Settlement]]:
         """Each bet still in play and what the rules pay it."""
-        return [(bet, self.expected_settlement(bet, commission)) for bet in self.active_bets()]
+        return [(bet, self.expected_settlement(bet, commission, rounding)) for bet in self.active_bets()]
 
     def record_payment(self, bet_id: str, settlement_id: str, amount: int, paid: Settlement) -> str | None:
         """Count a settlement of ``bet_id`` into the round's totals; the id of an earlier settlement
@@ -139,6 +158,23 @@ class Round(msgspec.Struct, omit_defaults=True):
         if first is None:
             self.paid[bet_id] = settlement_id
         return first
+
+
+def _reused(rnd: Round, hand: str, dealt: HandCard, before: dict[str, str | None]) -> Finding:
+    where = {"burned": "was burned before", "an earlier round": f"was dealt in round {before['round_id']}"}.get(
+        str(before["where"]), f"is also in the {before['where']}"
+    )
+    return Finding(
+        AlertCode.CARD_REUSED,
+        "Art. 2, 8",
+        f"Card {dealt.index} of the shoe{f' (the {dealt.card})' if dealt.card else ''} is in the {hand.capitalize()} hand "
+        f"of round {rnd.round_id}, but it {where}: a card brought back into play.",
+        {"index": dealt.index, "card": dealt.card, "hand": hand, "first": before},
+    )
+
+
+def _carried(bet: Bet) -> Bet:
+    return Bet(bet.bet_id, bet.patron_id, bet.seat, bet.spot, bet.amount, carried=(bet.spot, bet.amount))
 
 
 class Shoe(msgspec.Struct, omit_defaults=True):
@@ -157,10 +193,13 @@ class Shoe(msgspec.Struct, omit_defaults=True):
     ended: bool = False
     cut_index: int | None = None  # cards out before the cut card
     burned: dict[int, str] = {}  # index -> round id ("" at the shoe's start)
-    dealt: dict[int, str] = {}  # index -> round id
+    dealt: dict[int, str] = {}  # index -> round id, as the rounds are judged against the reads
+    placed: dict[int, str] = {}  # index -> round id, as the table stream completes the rounds
     accounted_upto: int = 0
     round_spans: list[tuple[int, int]] = []  # the first and last hand index of each round judged
+    exposed: list[int] = []  # indices of the cards that came out face up (Art. 4)
     demo_rounds: int = 0
+    real_rounds: int = 0  # rounds opened that were not demonstrations
 
     def start(self, decks: int, automatic: bool) -> bool:
         """The shoe's start (Art. 1-2); False when it had started already."""
@@ -188,6 +227,7 @@ class Shoe(msgspec.Struct, omit_defaults=True):
                 )
             )
         if face_up:
+            self.exposed.append(index)
             found.append(
                 Finding(
                     AlertCode.CARD_EXPOSED,
@@ -206,16 +246,94 @@ class Shoe(msgspec.Struct, omit_defaults=True):
         self.cut_index = index
         return None if self.automatic else procedure.check_cut_card(self.decks, index)
 
+    def end(self) -> Finding | None:
+        """The shoe ended: a manual one dealt past the cut card's last place must have shown it
+        (Art. 2.1, 3; no cut card with a machine, Art. 2.3). Only the first report counts."""
+        if self.ended:
+            return None
+        self.ended = True
+        return (
+            None
+            if self.automatic or not self.started
+            else procedure.check_cut_card_seen(self.decks, self.last_index, self.cut_index is not None)
+        )
+
     def burn(self, indices: Iterable[int], round_id: str | None) -> None:
         """Art. 2.1, 8, 10: cards discarded at the shoe's start (``round_id`` None), at a round's
         start, or those of a voided round."""
         for index in indices:
             self.burned.setdefault(index, round_id or "")
 
+    def cards_of(self, rnd: Round) -> list[int]:
+        """The shoe indices of ``rnd``'s cards: its hands', or for a round voided by an event that
+        does not name them, the cards burned for it."""
+        if rnd.hands_unreported:
+            return sorted(index for index, round_id in self.burned.items() if round_id == rnd.round_id)
+        return rnd.indices()
+
+    def place(self, rnd: Round) -> list[Finding]:
+        """Art. 2, 8: the cards of ``rnd``, just completed, against what the table said before
+        (burns and earlier rounds, in the table stream's order): a shoe index in two hands, in
+        an earlier round, or burned before (``CARD_REUSED``: a card back in play is how a known
+        card is brought to a hand); a burn between the round's first and last card
+        (``BURN_MID_ROUND``: Art. 8 burns only at a round's start, before its first card)."""
+        found = []
+        held: dict[int, str] = {}
+        for hand, cards in (("player", rnd.player), ("banker", rnd.banker)):
+            for dealt in cards:
+                index = dealt.index
+                before: dict[str, str | None]
+                if index in held:
+                    before = {"where": f"{held[index]} hand", "round_id": rnd.round_id}
+                elif index in self.placed:
+                    before = {"where": "an earlier round", "round_id": self.placed[index]}
+                elif index in self.burned:
+                    before = {"where": "burned", "round_id": self.burned[index] or None}
+                else:
+                    held[index] = hand
+                    continue
+                found.append(_reused(rnd, hand, dealt, before))
+        for index in held:
+            self.placed.setdefault(index, rnd.round_id)
+        if held:
+            first, last = min(held), max(held)
+            inside = sorted(i for i in self.burned if first < i < last and i not in held)
+            if inside:
+                found.append(
+                    Finding(
+                        AlertCode.BURN_MID_ROUND,
+                        "Art. 8",
+                        f"Card(s) {', '.join(map(str, inside))} were burned after the round's first card (card {first}) "
+                        f"and before its last (card {last}): a burn in the middle of a round changes which card each hand "
+                        "receives; Art. 8 burns only at the start of a round.",
+                        {"burned": inside, "first_card": first, "last_card": last},
+                    )
+                )
+        return found
+
     def has_cards_of(self, rnd: Round) -> bool:
-        """Whether the shoe has read every card of ``rnd``'s hands, or ended."""
-        needed = max(rnd.indices(), default=0)
+        """Whether the shoe has read every card of ``rnd``, or ended. An index past the shoe's
+        last card can never be read: it is not waited for."""
+        size = self.decks * CARDS_PER_DECK
+        needed = max((i for i in self.cards_of(rnd) if i <= size), default=0)
         return self.started and (self.ended or self.last_index >= needed)
+
+    def stand_ins(self, rnd: Round) -> dict[int, int]:
+        """Art. 7: each hand card of ``rnd`` at an index the shoe never read, and the card it
+        stands for: the first cards out of the shoe after those already judged that are neither
+        burned nor in a hand, one for each such hand card in the order dealt. A wrong index is
+        then one finding (``CARD_MISMATCH``), not also a card unaccounted for, an order broken or
+        a later round's cards reported loose. Pure: the same answer until ``check_round``."""
+        unread = [index for index in rnd.indices() if index not in self.reads]
+        if not unread:
+            return {}
+        own = set(rnd.indices())
+        free = (
+            index
+            for index in range(self.accounted_upto + 1, self.last_index + 1)
+            if index in self.reads and index not in self.burned and index not in self.dealt and index not in own
+        )
+        return dict(zip(unread, free))
 
     def check_start_burn(self, burn: Burn) -> Finding | None:
         """Art. 2.1: the burn at the shoe's start follows the house's policy (none with a machine,
@@ -230,21 +348,18 @@ class Shoe(msgspec.Struct, omit_defaults=True):
         switched card), and every card out before the round's last is burned or in a hand; Art. 3.1:
         no more rounds after the cut card than the house plays."""
         found = []
+        stand_ins = self.stand_ins(rnd)
         for hand, cards in (("Player", rnd.player), ("Banker", rnd.banker)):
             for dealt in cards:
-                self.dealt.setdefault(dealt.index, rnd.round_id)
                 read = self.reads.get(dealt.index)
+                if read is not None:
+                    self.dealt.setdefault(dealt.index, rnd.round_id)
                 if read != dealt.card and dealt.card is not None:
-                    seen = f"the shoe read the {read}" if read else "the shoe never read a card there"
-                    found.append(
-                        Finding(
-                            AlertCode.CARD_MISMATCH,
-                            "Art. 7",
-                            f"The {hand} hand shows the {dealt.card} as card {dealt.index}, but {seen}: a switched card.",
-                            {"hand": hand.lower(), "index": dealt.index, "in_hand": dealt.card, "shoe_read": read},
-                        )
-                    )
-        indices = rnd.indices()
+                    found.append(self._mismatch(hand, dealt, read, stand_ins.get(dealt.index)))
+        for index in stand_ins.values():
+            self.dealt.setdefault(index, rnd.round_id)
+        indices = [stand_ins.get(i, i) for i in rnd.indices()]
+        indices = [i for i in indices if i in self.reads]  # an index never read has no place in the shoe
         if not indices:
             return found
         first, last = min(indices), max(indices)
@@ -259,6 +374,25 @@ class Shoe(msgspec.Struct, omit_defaults=True):
             if finding:
                 found.append(finding)
         return found
+
+    def _mismatch(self, hand: str, dealt: HandCard, read: str | None, stand_in: int | None) -> Finding:
+        evidence: dict[str, Any] = {"hand": hand.lower(), "index": dealt.index, "in_hand": dealt.card, "shoe_read": read}
+        if read is not None:
+            what = f"the shoe read the {read}: a switched card"
+        elif stand_in is None:
+            what = "the shoe never read a card there, and no card out of the shoe is left for it: a card from outside the shoe"
+        else:
+            stood = self.reads[stand_in]
+            evidence["stands_for"] = {"index": stand_in, "card": stood}
+            what = f"the shoe never read a card there; the card out of the shoe in its place is card {stand_in}, the {stood}: " + (
+                "a wrong shoe index" if stood == dealt.card else "a switched card"
+            )
+        return Finding(
+            AlertCode.CARD_MISMATCH,
+            "Art. 7",
+            f"The {hand} hand shows the {dealt.card} as card {dealt.index}, but {what}.",
+            evidence,
+        )
 
     def unaccounted(self, up_to: int) -> list[Finding]:
         """Art. 2, 7-8: cards that left the shoe up to ``up_to`` and are neither burned nor in a
@@ -279,10 +413,89 @@ class Shoe(msgspec.Struct, omit_defaults=True):
             )
         return found
 
-    def open_demo_round(self) -> list[Finding]:
-        """Art. 2.2: at most three demonstration rounds in a shoe."""
+    def open_round(self, demo: bool) -> list[Finding]:
+        """A round of this shoe opened. Art. 2.2: at most three demonstration rounds in a shoe,
+        all before its first real round."""
+        if not demo:
+            self.real_rounds += 1
+            return []
         self.demo_rounds += 1
-        return procedure.check_demo_round(self.demo_rounds, 0)
+        return procedure.check_demo_round(self.demo_rounds, 0, self.real_rounds)
+
+
+def check_completed_round(rnd: Round, shoe: Shoe | None, last_round: LastRound) -> list[Finding]:
+    """Art. 2-13: a completed round played by the rules (``play.check_play``, each card at the
+    shoe index it stands for), and its cards against the shoe (``Shoe.check_round``) when the
+    shoe is known."""
+    assert rnd.declared is not None
+    player, banker = rnd.hands(shoe.stand_ins(rnd) if shoe is not None else _NONE)
+    found = check_play(player, banker, rnd.declared)
+    if shoe is not None:
+        found += shoe.check_round(rnd, last_round)
+    return found
+
+
+def check_void(rnd: Round, shoe: Shoe | None) -> Finding:
+    """Art. 10 and 4: a voided round, which returned every stake. A void is for a misdeal that
+    cannot be corrected (Art. 10): a warning when the round holds one the detectors find (cards
+    out of the order of the deal, a hand drawing where it had to stand, a card other than the one
+    the shoe read, or one the shoe never read); critical when it holds none, a card exposed face
+    up being none (Art. 4: the round and its bets stay valid)."""
+    reads = shoe.reads if shoe is not None else {}
+    indices = shoe.cards_of(rnd) if shoe is not None else rnd.indices()
+    misdeals: list[Finding] = []
+    hands: dict[str, list[DealtCard]] = {"Player": [], "Banker": []}
+    for hand, cards in (("Player", rnd.player), ("Banker", rnd.banker)):
+        for dealt in cards:
+            read = reads.get(dealt.index)
+            if shoe is not None and read is None:
+                misdeals.append(
+                    Finding(
+                        AlertCode.CARD_MISMATCH,
+                        "Art. 7",
+                        f"The {hand} hand's card {dealt.index} was never read by the shoe: the round cannot know it.",
+                    )
+                )
+            elif shoe is not None and dealt.card is not None and dealt.card != read:
+                misdeals.append(
+                    Finding(
+                        AlertCode.CARD_MISMATCH,
+                        "Art. 7",
+                        f"The {hand} hand shows the {dealt.card} as card {dealt.index}; the shoe read the {read}.",
+                    )
+                )
+            card = dealt.card or read
+            if card is not None:
+                hands[hand].append(DealtCard(dealt.index, CARDS[card]))
+    misdeals += check_partial_deal(hands["Player"], hands["Banker"])
+    exposed = [{"index": i, "card": reads.get(i)} for i in indices if shoe is not None and i in shoe.exposed]
+    stake = rnd.staked()
+    evidence: dict[str, Any] = {
+        "reason": rnd.void_reason,
+        "misdeals": [{"code": str(f.code), "article": f.article, "summary": f.summary} for f in misdeals],
+        "exposed": exposed,
+        "cards": {"burned_for_the_round": indices}
+        if rnd.hands_unreported
+        else {"player": [msgspec.to_builtins(c) for c in rnd.player], "banker": [msgspec.to_builtins(c) for c in rnd.banker]},
+        "bets": len(rnd.active_bets()),
+        "stake": stake,
+    }
+    said = f"Round {rnd.round_id} was voided ({rnd.void_reason!r})"
+    if misdeals:
+        found = "; ".join(f"{f.code}: {f.summary}" for f in misdeals)
+        summary = (
+            f"{said} after a misdeal ({found}); Art. 10 voids a round whose misdeal cannot be corrected: stakes of {stake} were returned."
+        )
+        return Finding(AlertCode.ROUND_VOIDED, "Art. 10", summary, evidence, graded=Severity.WARNING)
+    if exposed:
+        shown = ", ".join(f"the {e['card']} (card {e['index']})" for e in exposed)
+        summary = (
+            f"{said} with only a card exposed face up in it, {shown}: Art. 4 keeps the round and its bets valid and play "
+            f"continues, so stakes of {stake} the rules had in play were returned."
+        )
+        return Finding(AlertCode.ROUND_VOIDED, "Art. 4, 10", summary, evidence, graded=Severity.CRITICAL)
+    summary = f"{said} with no misdeal found in it: stakes of {stake} the rules had in play were returned (Art. 10)."
+    return Finding(AlertCode.ROUND_VOIDED, "Art. 10", summary, evidence, graded=Severity.CRITICAL)
 
 
 # ---- checks on the bets (Art. 2.2, 12-16) ----------------------------------------------------
@@ -298,6 +511,26 @@ def check_late_bet(rnd: Round, bet: Bet, verb: str) -> Finding | None:
         f"A {bet.spot} bet of {bet.amount} by patron {bet.patron_id} was {verb} after bets closed.",
         {"bet_id": bet.bet_id, "spot": str(bet.spot), "amount": bet.amount, "action": verb, "stake": bet.amount},
     )
+
+
+def check_standing_box(bet: Bet) -> Finding | None:
+    """Art. 15: a standing bettor may not bet on the spots reserved for seated bettors: a standing
+    bettor's chips in a seat's box. A bet whose box is not said cannot be judged (None)."""
+    if bet.seat != STANDING or bet.box is None or bet.box == STANDING:
+        return None
+    return Finding(
+        AlertCode.STANDING_BET_ON_SEAT_BOX,
+        "Art. 15",
+        f"Standing patron {bet.patron_id} placed a {bet.spot} bet of {bet.amount} in the box of seat {bet.box}, "
+        "a spot reserved for seated bettors.",
+        {"bet_id": bet.bet_id, "box": bet.box, "seat": bet.seat, "spot": str(bet.spot), "amount": bet.amount, "stake": bet.amount},
+    )
+
+
+def outside_the_table(rnd: Round, place: str) -> bool:
+    """Art. 1: whether a seat or a box names a seat the round's table does not have (when it says
+    how many it has)."""
+    return place != STANDING and rnd.seats is not None and int(place) > rnd.seats
 
 
 def check_bet_amount(rnd: Round, bet: Bet) -> list[Finding]:
@@ -328,16 +561,42 @@ def check_table_limit(rnd: Round) -> list[Finding]:
     return findings
 
 
-def check_squeeze(rnd: Round, allowed: bool) -> Finding | None:
+def check_late_limit(rnd: Round, bet: Bet, before: tuple[Spot, int] | None) -> list[Finding]:
+    """Art. 14 after bets closed: a bet placed, changed or withdrawn late (``before``: its spot
+    and amount until then, None for a new bet) must not leave the Banker/Player difference, or a
+    side spot, above the table limit and larger than it was before the move."""
+    now = money.spot_totals((b.spot, b.amount) for b in rnd.active_bets())
+    was = dict(now)
+    if not bet.withdrawn:
+        was[bet.spot] -= bet.amount
+    if before is not None:
+        was[before[0]] += before[1]
+    findings = []
+    for finding in money.check_table_limit(now, rnd.max_bet):
+        spot = finding.evidence.get("spot")
+        if spot is not None:
+            grew = now[spot] > was[spot]
+        else:
+            grew = abs(now[Spot.BANKER] - now[Spot.PLAYER]) > abs(was[Spot.BANKER] - was[Spot.PLAYER])
+        if grew:
+            finding.evidence.update(bet_id=bet.bet_id, late=True, stake=sum(now.values()))
+            findings.append(finding)
+    return findings
+
+
+def squeeze_stakes(rnd: Round, holder: SqueezeHolder) -> dict[str, dict[str, int]]:
+    """Art. 16: the seated bettors' stakes that entitle one to hold the cards, as the house reads
+    "the largest bet" (``holder``); standing bettors never hold them."""
+    seated = ((bet.patron_id, bet.spot, bet.amount) for bet in rnd.active_bets() if bet.seat != STANDING)
+    return money.squeeze_stakes(seated, holder)
+
+
+def check_squeeze(rnd: Round, allowed: bool, holder: SqueezeHolder = SqueezeHolder.LARGEST_TOTAL) -> Finding | None:
     """Art. 16: the cards held only where the house allows it, and by the seated bettor with the
-    largest stake."""
-    stakes: dict[str, int] = {}
-    for bet in rnd.active_bets():
-        if bet.seat != STANDING:
-            stakes[bet.patron_id] = stakes.get(bet.patron_id, 0) + bet.amount
-    finding = money.check_squeeze(rnd.squeezed_by, stakes, allowed)
+    largest bet, as the house reads it."""
+    finding = money.check_squeeze(rnd.squeezed_by, squeeze_stakes(rnd, holder), allowed)
     if finding:
-        finding.evidence["stake"] = rnd.staked()
+        finding.evidence.update(holder_rule=str(holder), stake=rnd.staked())
     return finding
 
 
@@ -345,7 +604,7 @@ def decided_bets(rnd: Round) -> list[tuple[Bet, bool]]:
     """Art. 11: each Player or Banker bet of a completed, non-demonstration round that a tie did
     not carry over, and whether it won (for the patrons' win rates)."""
     declared = rnd.declared
-    if declared is None or rnd.demo or declared.outcome is _TIE:
+    if declared is None or rnd.demo or declared.outcome == _TIE:
         return []
     winner = _WINNING_SPOT[declared.outcome]
     return [(bet, bet.spot == winner) for bet in rnd.active_bets() if bet.spot in _DECIDED_SPOTS]
@@ -354,10 +613,12 @@ def decided_bets(rnd: Round) -> list[tuple[Bet, bool]]:
 # ---- checks on the payments (Art. 10, 12, 17, 18) ---------------------------------------------
 
 
-def check_payment(rnd: Round, bet: Bet, paid: Settlement, spot: Spot, amount: int, commission: Commission) -> Finding | None:
+def check_payment(
+    rnd: Round, bet: Bet, paid: Settlement, spot: Spot, amount: int, commission: Commission, rounding: Rounding = Rounding.DOWN
+) -> Finding | None:
     """Art. 17-18 (Art. 12 for a carry): a bet paid as the rules pay it, on the spot and amount the
     table recorded."""
-    due = rnd.expected_settlement(bet, commission)
+    due = rnd.expected_settlement(bet, commission, rounding)
     seen = (spot, amount, paid.result, paid.net, paid.commission)
     expected = (bet.spot, bet.amount, due.result, due.net, due.commission)
     if seen == expected:
@@ -368,7 +629,7 @@ def check_payment(rnd: Round, bet: Bet, paid: Settlement, spot: Spot, amount: in
         for n, s, e in zip(names, seen, expected)
         if s != e
     }
-    article = "Art. 18" if "commission" in differences else ("Art. 12" if due.result is BetResult.CARRIED else "Art. 17")
+    article = "Art. 18" if "commission" in differences else ("Art. 12" if due.result == BetResult.CARRIED else "Art. 17")
     return Finding(
         AlertCode.PAYOUT_MISMATCH,
         article,
@@ -425,13 +686,13 @@ def paid_unopened_round(round_id: str, bet_id: str | None, settlement: dict[str,
     )
 
 
-def unpaid_bets(rnd: Round, commission: Commission) -> list[tuple[Bet, Finding]]:
+def unpaid_bets(rnd: Round, commission: Commission, rounding: Rounding = Rounding.DOWN) -> list[tuple[Bet, Finding]]:
     """Art. 17: every bet of an ended round is settled; each one that was not, and the finding."""
     found = []
     for bet in rnd.active_bets():
         if bet.bet_id in rnd.paid:
             continue
-        due = rnd.expected_settlement(bet, commission)
+        due = rnd.expected_settlement(bet, commission, rounding)
         found.append(
             (
                 bet,

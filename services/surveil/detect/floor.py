@@ -67,6 +67,10 @@ class Floor:
     def rounds_checked(self) -> int:
         return sum(watch.rounds_checked for watch in self.tables.values())
 
+    @property
+    def unboxed_bets(self) -> int:
+        return sum(watch.unboxed_bets for watch in self.tables.values())
+
     def watch(self, table_id: str) -> TableWatch:
         watch = self.tables.get(table_id)
         if watch is None:

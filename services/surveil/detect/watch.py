@@ -30,7 +30,7 @@ from ..core import procedure
 from ..core import table as rules
 from ..core.findings import AlertCode, Finding
 from ..core.money import Settlement
-from ..core.play import RoundResult, check_play
+from ..core.play import RoundResult
 from ..core.profiles import HouseProfile, load_profile
 from ..core.table import Bet, HandCard, Round, Shoe
 from ..events import models as m
@@ -181,6 +181,7 @@ class TableWatch:
         self.raised: list[Raised] = []
         self.facts: list[Fact] = []
         self.rounds_checked = 0
+        self.unboxed_bets = 0  # bets placed whose event does not say their layout box
         self._last_time: datetime | None = None
         # The window's digests as a set, for a watch fed one event after another from an empty
         # window (Floor, offline replay): a set lookup instead of a scan of 8 KB. Good while this
@@ -319,7 +320,10 @@ class TableWatch:
         watched = self._started_shoe(event.data.shoe_id)
         if watched is None:
             return
-        watched.shoe.ended = True
+        finding = watched.shoe.end()
+        if finding:
+            shoe_id = watched.shoe.shoe_id
+            self._raise(finding, Context(self.state.table_id, f"shoe:{shoe_id}:cut", shoe_id=shoe_id), event.time)
         self._check_ready_rounds(event.time)
         if self._table_stream_left(watched.shoe.shoe_id):
             self._finalize_shoe(watched, event.time)
@@ -342,10 +346,12 @@ class TableWatch:
             min_bet=d.min_bet,
             max_bet=d.max_bet,
             currency=d.currency,
+            seats=d.seats,
         )
-        if previous is not None:
-            rnd.carry_over(previous.round, d.carried_bet_ids)
+        dropped = rnd.carry_over(previous.round, d.carried_bet_ids) if previous is not None else []
         watched = self.state.rounds[d.round_id] = RoundWatch(rnd)
+        for bet in dropped:  # withdrawn before the round opened
+            self._check_tie_change(rnd, bet, None, event.time)
         self.state.round_order.append(d.round_id)
         if self.state.orphan_settlements:
             watched.waiting_settlements = [o for o in self.state.orphan_settlements if o.data.round_id == d.round_id]
@@ -360,9 +366,9 @@ class TableWatch:
                     self._finalize_shoe(earlier, event.time)
         if shoe is None:
             return
-        if d.demo:
-            for finding in shoe.shoe.open_demo_round():
-                self._raise(finding, self._round_context(rnd), event.time)
+        for finding in shoe.shoe.open_round(d.demo):
+            after_play = "real_rounds_before" in finding.evidence
+            self._raise(finding, self._round_context(rnd, ":after-play" if after_play else ""), event.time)
         self._trim_rounds()
 
     def _bet_placed(self, event: m.BetPlaced) -> None:
@@ -370,8 +376,13 @@ class TableWatch:
         watched = self.state.rounds.get(d.round_id)
         if watched is None or d.bet_id in watched.round.bets:
             return
-        bet = watched.round.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount)
-        self._after_bet_move(watched, bet, event.time, "placed")
+        bet = watched.round.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount, box=d.box)
+        if d.box is None:
+            self.unboxed_bets += 1  # Art. 15 cannot be judged: an event recorded before v1.2
+        standing = rules.check_standing_box(bet)
+        if standing is not None:
+            self._raise(standing, self._bet_context(watched.round, bet, f":box:{bet.bet_id}"), event.time)
+        self._after_bet_move(watched, bet, event.time, "placed", None)
 
     def _bet_changed(self, event: m.BetChanged) -> None:
         d = event.data
@@ -381,8 +392,9 @@ class TableWatch:
             return
         if bet.carried is not None:
             self._check_tie_change(watched.round, bet, (d.spot, d.amount), event.time)
+        before = (bet.spot, bet.amount)
         bet.spot, bet.amount = d.spot, d.amount
-        self._after_bet_move(watched, bet, event.time, "changed")
+        self._after_bet_move(watched, bet, event.time, "changed", before)
 
     def _bet_withdrawn(self, event: m.BetWithdrawn) -> None:
         d = event.data
@@ -393,9 +405,9 @@ class TableWatch:
         if bet.carried is not None:
             self._check_tie_change(watched.round, bet, None, event.time)
         bet.withdrawn = True
-        self._after_bet_move(watched, bet, event.time, "withdrawn")
+        self._after_bet_move(watched, bet, event.time, "withdrawn", (bet.spot, bet.amount))
 
-    def _after_bet_move(self, watched: RoundWatch, bet: Bet, time: datetime, verb: str) -> None:
+    def _after_bet_move(self, watched: RoundWatch, bet: Bet, time: datetime, verb: str, before: tuple[Any, int] | None) -> None:
         rnd = watched.round
         if rnd.demo and not watched.demo_bets_flagged:
             watched.demo_bets_flagged = True
@@ -406,6 +418,9 @@ class TableWatch:
             self._raise(late, self._bet_context(rnd, bet, f":bet:{bet.bet_id}:{verb}"), time)
             if rnd.closed and verb != "withdrawn":
                 self._check_amount(rnd, bet, time)
+            if rnd.closed:
+                for ordinal, finding in enumerate(rules.check_late_limit(rnd, bet, before)):
+                    self._raise(finding, self._bet_context(rnd, bet, f":bet:{bet.bet_id}:{verb}:limit:{ordinal}"), time)
 
     def _check_tie_change(self, rnd: Round, bet: Bet, after: tuple[Any, int] | None, time: datetime) -> None:
         profile = self._profile(rnd)
@@ -446,7 +461,13 @@ class TableWatch:
             d.squeezed_by,
         )
         self.state.unchecked.append(rnd.round_id)
-        finding = rules.check_squeeze(rnd, self._profile(rnd).squeeze_allowed)
+        shoe = self._shoe(rnd.shoe_id)
+        for placed in shoe.shoe.place(rnd) if shoe is not None else ():  # the table stream's own account of the cards
+            placed.evidence["stake"] = rnd.staked()
+            scope = f":reused:{placed.evidence['index']}:{placed.evidence['hand']}" if placed.code == AlertCode.CARD_REUSED else ":burn"
+            self._raise(placed, self._round_context(rnd, scope), event.time)
+        profile = self._profile(rnd)
+        finding = rules.check_squeeze(rnd, profile.squeeze_allowed, profile.squeeze_holder)
         if finding:
             self._raise(finding, self._round_context(rnd, patron_id=rnd.squeezed_by), event.time)
         for bet, won in rules.decided_bets(rnd):
@@ -455,11 +476,17 @@ class TableWatch:
         self._settle_waiting(watched, event.time)
 
     def _round_voided(self, event: m.RoundVoided) -> None:
-        watched = self.state.rounds.get(event.data.round_id)
+        d = event.data
+        watched = self.state.rounds.get(d.round_id)
         if watched is None or watched.round.ended:
             return
-        watched.round.voided = True
-        watched.checked = True  # Art. 10: a voided round's cards are burned, not judged
+        watched.round.void(
+            d.reason,
+            None if d.player is None else [HandCard(c.index, c.card) for c in d.player],
+            None if d.banker is None else [HandCard(c.index, c.card) for c in d.banker],
+        )
+        self.state.unchecked.append(d.round_id)  # judged once the shoe stream has its cards
+        self._check_ready_rounds(event.time)
         self._settle_waiting(watched, event.time)
 
     # ---- round checks (need both streams) -----------------------------------------------------
@@ -478,17 +505,17 @@ class TableWatch:
     def _check_round(self, watched: RoundWatch, time: datetime) -> None:
         rnd = watched.round
         declared = rnd.declared
-        assert declared is not None
         watched.checked = True
+        if declared is None:  # voided (Art. 10)
+            shoe_watch = self._started_shoe(rnd.shoe_id)
+            self._raise(rules.check_void(rnd, shoe_watch.shoe if shoe_watch else None), self._round_context(rnd), time)
+            return
         self.rounds_checked += 1
         shoe = self._started_shoe(rnd.shoe_id)
-        player, banker = rnd.hands()
-        found: list[Finding] = check_play(player, banker, declared)
-        if shoe is not None:
-            if not shoe.start_burn_checked:
-                shoe.start_burn_checked = True
-                self._check_start_burn(shoe, rnd, time)
-            found += shoe.shoe.check_round(rnd, self._profile(rnd).last_round)
+        if shoe is not None and not shoe.start_burn_checked:
+            shoe.start_burn_checked = True
+            self._check_start_burn(shoe, rnd, time)
+        found = rules.check_completed_round(rnd, shoe.shoe if shoe else None, self._profile(rnd).last_round)
         stake = rnd.staked()
         counted: dict[AlertCode, int] = {}
         for finding in found:
@@ -625,7 +652,8 @@ class TableWatch:
         if bet is None or bet.withdrawn:
             self._raise(rules.paid_unknown_bet(rnd, d.bet_id, d.net, d.amount), context, time)
             return
-        wrong = rules.check_payment(rnd, bet, paid, d.spot, d.amount, self._profile(rnd).commission)
+        profile = self._profile(rnd)
+        wrong = rules.check_payment(rnd, bet, paid, d.spot, d.amount, profile.commission, profile.commission_rounding)
         if wrong:
             self._raise(wrong, context, time)
 
@@ -647,7 +675,8 @@ class TableWatch:
             self._raise(finding, self._round_context(rnd, ":totals"), time)
 
     def _unsettled(self, rnd: Round, time: datetime) -> None:
-        for bet, finding in rules.unpaid_bets(rnd, self._profile(rnd).commission):
+        profile = self._profile(rnd)
+        for bet, finding in rules.unpaid_bets(rnd, profile.commission, profile.commission_rounding):
             self._raise(finding, self._bet_context(rnd, bet, f":unsettled:{bet.bet_id}"), time)
 
     # ---- housekeeping -------------------------------------------------------------------------

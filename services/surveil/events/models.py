@@ -28,7 +28,10 @@ Index = Annotated[int, msgspec.Meta(ge=1, le=100_000, description="1-based posit
 CardCount = Annotated[int, msgspec.Meta(ge=0, le=100_000)]
 Id = Annotated[str, msgspec.Meta(min_length=1)]
 Decks = Annotated[int, msgspec.Meta(ge=6, le=12)]
-Seat = Annotated[str, msgspec.Meta(pattern=r"^([1-7]|standing)$")]
+Seat = Annotated[str, msgspec.Meta(pattern=r"^([1-9][0-9]?|standing)$", description="a seat number, or standing")]
+# Where a bet's chips lie on the layout: the box of a seat (its number), or the standing bettors' area.
+Box = Annotated[str, msgspec.Meta(pattern=r"^([1-9][0-9]?|standing)$", description="a seat's box, or standing")]
+Seats = Annotated[int, msgspec.Meta(ge=7, le=99, description="the table's seats (Art. 1: seven or more)")]
 Total = Annotated[int, msgspec.Meta(ge=0, le=9)]
 UtcTime = Annotated[datetime, msgspec.Meta(tz=True, description="RFC 3339, UTC, from 2000 to 2099")]
 # An event's time: any clock a casino runs on, with room to work with it (a time at the calendar's
@@ -70,7 +73,7 @@ class ShoeEndedData(Data, frozen=True, kw_only=True):
 # ---- baccarat.table -----------------------------------------------------------------------
 
 
-class RoundOpenedData(Data, frozen=True, kw_only=True):
+class RoundOpenedData(Data, frozen=True, kw_only=True, omit_defaults=True):
     shoe_id: Id
     round_id: Id
     round_no: Annotated[int, msgspec.Meta(ge=1, le=100_000)]
@@ -81,6 +84,7 @@ class RoundOpenedData(Data, frozen=True, kw_only=True):
     max_bet: Amount
     currency: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$")]
     carried_bet_ids: list[Id]
+    seats: Seats | None = None  # added in v1.2: absent from older logs
 
     def __post_init__(self) -> None:  # an unknown profile is an InvalidProfileError, a ValueError
         load_profile(self.profile)  # every check of the round needs its rules (fuzzing crashed the detectors)
@@ -92,13 +96,14 @@ def round_id_of(table_id: str, shoe_id: str, round_no: int) -> str:
     return f"{table_id}:{shoe_id}:{round_no}"
 
 
-class BetPlacedData(Data, frozen=True, kw_only=True):
+class BetPlacedData(Data, frozen=True, kw_only=True, omit_defaults=True):
     round_id: Id
     bet_id: Id
     patron_id: Id
-    seat: Seat
+    seat: Seat  # who placed it: a seated bettor, or a standing one
     spot: Spot
     amount: Amount
+    box: Box | None = None  # where its chips lie (added in v1.2: absent from older logs)
 
 
 class BetChangedData(Data, frozen=True, kw_only=True):
@@ -141,9 +146,20 @@ class RoundCompletedData(Data, frozen=True, kw_only=True):
     squeezed_by: Id | None
 
 
-class RoundVoidedData(Data, frozen=True, kw_only=True):
+class PlacedCard(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """A card placed in a hand box: its shoe index, and the card where the box recognised it."""
+
+    index: Index
+    card: CardCode | None = None
+
+
+class RoundVoidedData(Data, frozen=True, kw_only=True, omit_defaults=True):
     round_id: Id
     reason: str
+    # The cards dealt to each hand before the void, in the order dealt (added in v1.2: absent from
+    # older logs, where the detectors take the cards burned for the round).
+    player: list[PlacedCard] | None = None
+    banker: list[PlacedCard] | None = None
 
 
 # ---- baccarat.settlement ------------------------------------------------------------------
@@ -221,8 +237,9 @@ class AlertActionData(Data, frozen=True, kw_only=True, omit_defaults=True):
 # ---- baccarat.inputs: what the table's dealer console and sensors report (docs/table-inputs.md) --
 
 
-class RoundOpenInput(Data, frozen=True, kw_only=True):
-    """The dealer opens a round for bets (a demonstration round when ``demo``)."""
+class RoundOpenInput(Data, frozen=True, kw_only=True, omit_defaults=True):
+    """The dealer opens a round for bets (a demonstration round when ``demo``) at a table of
+    ``seats`` seats."""
 
     shoe_id: Id
     dealer_id: Id
@@ -231,16 +248,19 @@ class RoundOpenInput(Data, frozen=True, kw_only=True):
     min_bet: Amount
     max_bet: Amount
     currency: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$")]
+    seats: Seats | None = None
 
 
-class BetPlaceInput(Data, frozen=True, kw_only=True):
-    """A bet sensor saw a new stake on a spot."""
+class BetPlaceInput(Data, frozen=True, kw_only=True, omit_defaults=True):
+    """A bet sensor saw a new stake on a spot, in a box of the layout, placed by a seated or a
+    standing patron."""
 
     bet_id: Id
     patron_id: Id
     seat: Seat
     spot: Spot
     amount: Amount
+    box: Box | None = None
 
 
 class BetChangeInput(Data, frozen=True, kw_only=True):

@@ -143,7 +143,7 @@ def book(state: State, record: RoundRecord, bets: list[m.BetSettledData]) -> Non
     shift_patrons = state.key(f"shift:{shift}:patrons")
     for bet in bets:
         state.put(state.key(bet_key(table, bet.round_id, bet.bet_id)), bet)
-        if bet.result is BetResult.CARRIED:
+        if bet.result == BetResult.CARRIED:
             continue  # still in play: counted in the round that decides it
         state.incr(totals, "bets", 1)
         patron = state.key(patron_key(bet.patron_id, shift))
@@ -159,9 +159,9 @@ def book(state: State, record: RoundRecord, bets: list[m.BetSettledData]) -> Non
 
 def paid_out(bet: m.BetSettledData) -> int:
     """What went back across the table: stake and winnings on a win, the stake on a push."""
-    if bet.result is BetResult.WIN:
+    if bet.result == BetResult.WIN:
         return bet.amount + bet.net
-    return bet.amount if bet.result is BetResult.PUSH else 0
+    return bet.amount if bet.result == BetResult.PUSH else 0
 
 
 # ---- reading ----------------------------------------------------------------------------------

@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import msgspec
 
 from ..core import money
-from ..core.money import BetResult, Settlement, Spot
+from ..core.money import BetResult, Commission, Rounding, Settlement, Spot
 from ..core.play import RoundResult
 from ..core.profiles import HouseProfile, load_profile
 from ..core.table import Bet, Round
@@ -128,8 +128,8 @@ class SettlementProcessor:
         d = event.data
         open_round = self._require_open(state, d.table_id, d.round_id)
         open_round.declared = RoundResult(d.player_total, d.banker_total, d.outcome, d.player_pair, d.banker_pair)
-        settled = open_round.settlements(_profile(open_round).commission)
-        carried = {bet.bet_id: bet for bet, s in settled if s.result is BetResult.CARRIED}
+        settled = open_round.settlements(*_payouts(open_round))
+        carried = {bet.bet_id: bet for bet, s in settled if s.result == BetResult.CARRIED}
         if carried:
             carried_key = state.key("carried", d.table_id)
             waiting = state.get(carried_key, CarriedBets) or CarriedBets()
@@ -140,7 +140,7 @@ class SettlementProcessor:
         d = event.data
         open_round = self._require_open(state, d.table_id, d.round_id)
         open_round.voided = True
-        settled = open_round.settlements(_profile(open_round).commission)  # Art. 10: every stake back
+        settled = open_round.settlements(*_payouts(open_round))  # Art. 10: every stake back
         return self._settle(state, open_round, settled, ledger.VOID, event.time)
 
     def _settle(self, state: State, open_round: Round, settled: list[tuple[Bet, Settlement]], outcome: str, at: datetime) -> list[m.Event]:
@@ -227,6 +227,12 @@ def _profile(open_round: Round) -> HouseProfile:
     return load_profile(open_round.profile)  # known: the contract refuses a round.opened naming another
 
 
+def _payouts(open_round: Round) -> tuple[Commission, Rounding]:
+    """Art. 18 as the round's house takes it: the commission, and how a fraction of it is rounded."""
+    profile = _profile(open_round)
+    return profile.commission, profile.commission_rounding
+
+
 def _observe(record: ledger.RoundRecord, bets: list[m.BetSettledData]) -> None:
     staked, paid_out, commission, house_net = metrics.for_table(record.table_id)
     staked.inc(record.staked)
@@ -238,7 +244,7 @@ def _observe(record: ledger.RoundRecord, bets: list[m.BetSettledData]) -> None:
         metrics.bets(result, spot).inc(count)
     for bet in bets:
         metrics.patron_bets(bet.patron_id, bet.spot, bet.result).inc()
-        if bet.result is not BetResult.CARRIED:
+        if bet.result != BetResult.CARRIED:
             staked, paid_out = metrics.for_patron(bet.patron_id)
             staked.inc(bet.amount)
             paid_out.inc(ledger.paid_out(bet))

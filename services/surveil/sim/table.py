@@ -28,7 +28,7 @@ from ..core.play import PLAYER_DRAWS, RoundResult, banker_rule, deal, hand_total
 from ..core.procedure import DEMO_ROUNDS_MAX, burn_due
 from ..core.profiles import HouseProfile, LastRound
 from ..core.shoe import DealingShoe, shuffled_shoe
-from ..core.table import Bet, Round
+from ..core.table import Bet, Round, squeeze_stakes
 from ..events import codec
 from ..events import models as m
 from ..events.shoe_protocol import Kind, format_line
@@ -114,6 +114,7 @@ class TableSim:
         # What the shoe at hand is doing wrong, for the whole shoe.
         self.shoe_injection: AlertCode | None = None
         self.cheater: str | None = None
+        self.start_burn: list[tuple[int, Card]] = []  # the cards burned at the shoe's start, by index
 
     # ---- the stream -----------------------------------------------------------------------------
 
@@ -185,6 +186,8 @@ class TableSim:
         cards = self._cards(injection)
         low, high = _CARDS_BEHIND_CUT.get(injection, (14, 80)) if injection else (14, 80)
         shoe = DealingShoe(shoe_id, cards, cut=len(cards) - self.rng.randint(low, high))
+        if injection is AlertCode.CUT_CARD_MISSING:
+            shoe.cut = len(cards) + 1  # the cut card was never put in: the shoe is dealt to its end
         if self.previous_shoe:
             self._advance(90_000, 150_000)  # shuffling
         self._line(Kind.START, shoe_id, profile.decks, "manual")
@@ -238,6 +241,7 @@ class TableSim:
         self.previous_cards, self.previous_shoe = shoe.cards[: shoe.pos], shoe_id
         if injection in (
             AlertCode.CUT_CARD_DEPTH,
+            AlertCode.CUT_CARD_MISSING,
             AlertCode.OUTCOME_DRIFT,
             AlertCode.PATRON_WIN_RATE,
             AlertCode.DEALER_ERROR_RATE,
@@ -282,7 +286,9 @@ class TableSim:
         due = burn_due(self.profile.burn, self.profile.decks, shoe.cards[0])
         count = due + 1 if injection is AlertCode.BURN_COUNT else due
         self._advance(5_000, 10_000)
-        indices = [self._draw(shoe)[0] for _ in range(count)]
+        burned = [self._draw(shoe) for _ in range(count)]
+        self.start_burn = burned
+        indices = [index for index, _ in burned]
         self._advance(1_000, 2_000)
         self._input(m.CardsBurn, m.CardsBurnInput(table_id=self.table_id, indices=indices), "console")
         if injection is AlertCode.BURN_COUNT:
@@ -369,6 +375,7 @@ class TableSim:
                 min_bet=profile.min_bet,
                 max_bet=profile.max_bet,
                 currency=CURRENCY,
+                seats=len(SEATS),
             ),
             "console",
         )
@@ -382,6 +389,11 @@ class TableSim:
             done = self._late_bet(shoe, rnd)
         elif injection is AlertCode.CARD_OVERCOUNT:
             done = self._foreign_card(shoe, rnd)
+        elif injection is AlertCode.ROUND_VOIDED and not shoe.cut_out and shoe.cut - shoe.pos > MIN_CARDS_FOR_A_ROUND:
+            self._void(shoe, rnd)
+            self._injected()
+            self.clock = max(self.clock + timedelta(seconds=2), opened_at + timedelta(milliseconds=self.rng.randint(45_000, 55_000)))
+            return
         error = injection if injection in _DEALING_ERRORS and self._can_deal_wrong(shoe, injection) else None
         if self.shoe_injection is AlertCode.DEALER_ERROR_RATE and not demo and self.rng.random() < ERROR_PRONE_RATE:
             error = self._pick_error(shoe)
@@ -461,7 +473,26 @@ class TableSim:
         if injection in (AlertCode.BANKER_BET_MULTIPLE, AlertCode.BET_BELOW_MINIMUM, AlertCode.TABLE_LIMIT):
             self._bad_bet(shoe, rnd, injection)
             done = True
+        elif injection is AlertCode.STANDING_BET_ON_SEAT_BOX:
+            done = self._standing_on_seat_box(shoe, rnd)
         return done
+
+    def _standing_on_seat_box(self, shoe: DealingShoe, rnd: Round) -> bool:
+        """Art. 15: a standing patron puts chips in the box of a seat."""
+        patron, _ = self._someone(seated=False)
+        box = self.rng.choice(SEATS)
+        bet = self._place(rnd, patron, "standing", Spot.PLAYER, self.profile.min_bet, box=box)
+        if bet is None:
+            return False
+        self._label(
+            AlertCode.STANDING_BET_ON_SEAT_BOX,
+            shoe,
+            f"Standing patron {patron} placed a Player bet of {bet.amount} in the box of seat {box}, reserved for seated bettors (Art. 15).",
+            rnd,
+            patron_id=patron,
+            bet_id=bet.bet_id,
+        )
+        return True
 
     def _stake(self, spot: Spot) -> int:
         minimum = self.profile.min_bet
@@ -485,16 +516,18 @@ class TableSim:
                 bets.append(self._place(rnd, patron, seat, side, self._stake(side)))
         return [bet for bet in bets if bet is not None]
 
-    def _place(self, rnd: Round, patron: str, seat: str, spot: Spot, amount: int, check: bool = True) -> Bet | None:
+    def _place(self, rnd: Round, patron: str, seat: str, spot: Spot, amount: int, check: bool = True, box: str | None = None) -> Bet | None:
+        """A bet, its chips in the bettor's own box (a seated bettor's seat box, or the standing
+        bettors' area, Art. 15) unless ``box`` says otherwise."""
         if check and not self._within_limit(rnd, spot, amount):
             return None
         self.bet_seq += 1
-        bet = Bet(f"B{self.table_id}-{self.bet_seq}", patron, seat, spot, amount)
+        bet = Bet(f"B{self.table_id}-{self.bet_seq}", patron, seat, spot, amount, box=box or seat)
         rnd.bets[bet.bet_id] = bet
         self._advance(500, 2_500)
         self._input(
             m.BetPlace,
-            m.BetPlaceInput(table_id=self.table_id, bet_id=bet.bet_id, patron_id=patron, seat=seat, spot=spot, amount=amount),
+            m.BetPlaceInput(table_id=self.table_id, bet_id=bet.bet_id, patron_id=patron, seat=seat, spot=spot, amount=amount, box=bet.box),
             "bet-sensor",
         )
         return bet
@@ -665,6 +698,24 @@ class TableSim:
         data = m.CardPlaceInput(table_id=self.table_id, hand=hand, index=index, card=card.code if box_saw else None)  # type: ignore[arg-type]
         self._input(m.CardPlace, data, "hand-box")
 
+    def _void(self, shoe: DealingShoe, rnd: Round) -> None:
+        """Art. 10 misapplied: the console voids a round dealt by the rules so far (its first four
+        cards, P, B, P, B), with no misdeal in it; its stakes go back."""
+        for hand in ("player", "banker", "player", "banker"):
+            index, card = self._draw(shoe)
+            self._place_card(hand, index, card, self.box_sees_cards)
+        self._advance(3_000, 8_000)
+        reason = self.rng.choice(("dealer's call", "supervisor's call", "disputed round"))
+        self._input(m.RoundVoid, m.RoundVoidInput(table_id=self.table_id, reason=reason), "console")
+        self.carried = {}  # Art. 10: every stake back, carried ones too
+        self._label(
+            AlertCode.ROUND_VOIDED,
+            shoe,
+            f"The console voided the round after its first four cards, dealt by the rules, with no misdeal in it "
+            f"({reason!r}): stakes of {rnd.staked()} were returned (Art. 10).",
+            rnd,
+        )
+
     def _deal(self, shoe: DealingShoe, rnd: Round, error: AlertCode | None, wrong_holder: bool) -> RoundResult:
         """Art. 7 and 9, with at most one dealing error. The dealer goes by the cards on the table,
         so after an error the rest of the round is played by the rules."""
@@ -675,6 +726,17 @@ class TableSim:
             if error is AlertCode.CARD_UNACCOUNTED and slot == 2:
                 index, card = self._draw(shoe)
                 detail = f" ({card.code}, card {index})"
+            if error is AlertCode.BURN_MID_ROUND and slot == 1:
+                index, card = self._draw(shoe)
+                self._advance(500, 1_500)
+                self._input(m.CardsBurn, m.CardsBurnInput(table_id=self.table_id, indices=[index]), "console")
+                detail = f" (the {card.code}, card {index}, after the Player's first card)"
+            if error is AlertCode.CARD_REUSED and slot == 0:
+                index, card = self.start_burn[-1]  # brought back, not drawn: the shoe reads nothing
+                self._place_card(hand, index, card, self.box_sees_cards)
+                hands[hand].append(card)
+                detail = f": the {card.code}, card {index}, burned at the shoe's start"
+                continue
             index, card = self._draw(shoe, face_up=error is AlertCode.CARD_EXPOSED and slot == 0)
             shown = card
             if error is AlertCode.CARD_MISMATCH and slot == 2:
@@ -704,12 +766,10 @@ class TableSim:
         return result_of(hands["player"], hands["banker"])
 
     def _squeeze(self, shoe: DealingShoe, rnd: Round, wrong_holder: bool) -> None:
-        """Art. 16: where the house allows it, the seated bettor with the largest stake may hold
-        the cards."""
-        stakes: Counter[str] = Counter()
-        for bet in rnd.active_bets():
-            if bet.seat != "standing":
-                stakes[bet.patron_id] += bet.amount
+        """Art. 16: where the house allows it, the seated bettor with the largest bet (as the house
+        reads it) may hold the cards."""
+        groups = squeeze_stakes(rnd, self.profile.squeeze_holder)
+        entitled = [patron for seated in groups.values() for patron, stake in seated.items() if stake == max(seated.values())]
         if wrong_holder:
             holder, _ = self._someone(seated=False)
             why = (
@@ -724,8 +784,8 @@ class TableSim:
                 rnd,
                 patron_id=holder,
             )
-        elif self.profile.squeeze_allowed and stakes and self.rng.random() < 0.4:
-            holder = stakes.most_common(1)[0][0]
+        elif self.profile.squeeze_allowed and entitled and self.rng.random() < 0.4:
+            holder = entitled[0]
         else:
             return
         self._advance(1_000, 3_000)
@@ -735,7 +795,8 @@ class TableSim:
 
     def _tamper(self, shoe: DealingShoe, rnd: Round, code: AlertCode, declared: RoundResult) -> bool:
         """Order a settlement fault for one of the round's bets (done to the settlement events)."""
-        settled = [(bet, money.settle(bet.spot, bet.amount, declared, self.profile.commission)) for bet in rnd.active_bets()]
+        payouts = self.profile.commission, self.profile.commission_rounding
+        settled = [(bet, money.settle(bet.spot, bet.amount, declared, *payouts)) for bet in rnd.active_bets()]
         if code is AlertCode.PAYOUT_MISMATCH:
             candidates = [bet for bet, s in settled if s.result is BetResult.WIN]
             what = f"was paid {OVERPAID} more than the rules give"
@@ -765,12 +826,21 @@ _CARDS_BEHIND_CUT = {AlertCode.CUT_CARD_DEPTH: (8, 11), AlertCode.ROUNDS_AFTER_C
 
 _SHOE_SENTENCES = {
     AlertCode.CUT_CARD_DEPTH: "The cut card was inserted with only {behind} cards behind it (Art. 2.1: at least about 12).",
+    AlertCode.CUT_CARD_MISSING: "No cut card was put in the shoe, and the shoe was dealt to its last rounds (Art. 2.1, 3).",
     AlertCode.OUTCOME_DRIFT: "The shoe was stacked so that the Banker wins about 85% of its rounds.",
     AlertCode.SHOE_REPEAT: f"Cards 41-{40 + REPEAT_RUN} of this shoe repeat cards 31-{30 + REPEAT_RUN} of the table's previous shoe {{previous}} (a false shuffle).",
 }
 
 _DEALING_ERRORS = frozenset(
-    {*DRAW_ERRORS, AlertCode.DEAL_ORDER, AlertCode.CARD_MISMATCH, AlertCode.CARD_UNACCOUNTED, AlertCode.CARD_EXPOSED}
+    {
+        *DRAW_ERRORS,
+        AlertCode.DEAL_ORDER,
+        AlertCode.CARD_MISMATCH,
+        AlertCode.CARD_UNACCOUNTED,
+        AlertCode.CARD_EXPOSED,
+        AlertCode.CARD_REUSED,
+        AlertCode.BURN_MID_ROUND,
+    }
 )
 
 _ERROR_SENTENCES = {
@@ -782,4 +852,6 @@ _ERROR_SENTENCES = {
     AlertCode.CARD_MISMATCH: "The Player's second card was switched",
     AlertCode.CARD_UNACCOUNTED: "A card came out of the shoe between the second and third cards and went into no hand, unburned",
     AlertCode.CARD_EXPOSED: "The round's first card came out of the shoe face up (Art. 4: play continues)",
+    AlertCode.CARD_REUSED: "The Player's first card was not drawn from the shoe but brought back into play (Art. 2, 8)",
+    AlertCode.BURN_MID_ROUND: "The dealer burned a card in the middle of the round (Art. 8: only at a round's start)",
 }

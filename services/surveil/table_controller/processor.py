@@ -27,7 +27,7 @@ import msgspec
 from ..core.money import Spot
 from ..core.play import Outcome, RoundResult
 from ..core.profiles import InvalidProfileError, load_profile
-from ..core.table import Bet, HandCard, Round, Shoe
+from ..core.table import Bet, HandCard, Round, Shoe, outside_the_table
 from ..events import codec, topics
 from ..events import models as m
 from ..runtime.processor import Rejected
@@ -144,6 +144,7 @@ class TableController:
             d.max_bet,
             d.currency,
             table.carried,
+            seats=d.seats,
         )
         table.carried = {}
         opened = m.RoundOpenedData(
@@ -158,6 +159,7 @@ class TableController:
             max_bet=d.max_bet,
             currency=d.currency,
             carried_bet_ids=list(table.round.bets),
+            seats=d.seats,
         )
         outputs.append(_make(m.RoundOpened, opened, f"{round_id}/opened", event.time))
         return outputs
@@ -168,7 +170,10 @@ class TableController:
         if d.bet_id in rnd.bets:
             raise Rejected(f"bet.place: bet {d.bet_id} is already on round {rnd.round_id}")
         _check_stake(d.bet_id, d.amount)
-        rnd.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount)
+        for what, place in (("seat", d.seat), ("box", d.box)):
+            if place is not None and outside_the_table(rnd, place):
+                raise Rejected(f"bet.place: bet {d.bet_id} names {what} {place}; the table has {rnd.seats} seats")
+        rnd.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount, box=d.box)
         data = m.BetPlacedData(
             table_id=table.table_id,
             round_id=rnd.round_id,
@@ -177,6 +182,7 @@ class TableController:
             seat=d.seat,
             spot=d.spot,
             amount=d.amount,
+            box=d.box,
         )
         return [_make(m.BetPlaced, data, f"{event.id}/placed", event.time)]
 
@@ -395,9 +401,14 @@ def _voided(table_id: str, rnd: Round, reason: str, time: datetime) -> list[m.Ev
     if rnd.player or rnd.banker:
         burned = m.CardsBurnedData(table_id=table_id, shoe_id=rnd.shoe_id, round_id=rnd.round_id, indices=sorted(rnd.indices()))
         outputs.append(_make(m.CardsBurned, burned, f"{rnd.round_id}/burned", time))
-    outputs.append(
-        _make(m.RoundVoided, m.RoundVoidedData(table_id=table_id, round_id=rnd.round_id, reason=reason), f"{rnd.round_id}/voided", time)
+    voided = m.RoundVoidedData(
+        table_id=table_id,
+        round_id=rnd.round_id,
+        reason=reason,
+        player=[m.PlacedCard(c.index, c.card) for c in rnd.player],
+        banker=[m.PlacedCard(c.index, c.card) for c in rnd.banker],
     )
+    outputs.append(_make(m.RoundVoided, voided, f"{rnd.round_id}/voided", time))
     return outputs
 
 

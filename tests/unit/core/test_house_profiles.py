@@ -6,7 +6,7 @@ from importlib import resources
 
 import pytest
 
-from surveil.core.money import Commission, Spot, TieMove
+from surveil.core.money import Commission, Rounding, Spot, SqueezeHolder, TieMove
 from surveil.core.profiles import (
     DEFAULT_PROFILE,
     Burn,
@@ -28,8 +28,10 @@ description = "a valid profile to break one field at a time"
 burn = { policy = "decks" }
 last_round = "finish"
 squeeze_allowed = true
+squeeze_holder = "largest_total"
 after_tie = ["withdraw", "keep", "increase", "reduce", "move"]
 commission = "five_percent"
+commission_rounding = "down"
 side_bets = ["tie", "player_pair", "banker_pair"]
 decks = 8
 min_bet = 500
@@ -83,6 +85,24 @@ def test_every_shipped_profile_offers_player_banker_and_its_side_bets(name: str)
     assert profile.min_bet % 20 == 0 or profile.commission is Commission.NO_COMMISSION  # commission never rounds
 
 
+@pytest.mark.parametrize("name", ["dicj", "sjm", "no-commission"])
+def test_every_shipped_profile_states_its_rounding_and_its_squeeze_holder(name: str) -> None:
+    """docs/rules.md: the DICJ reading rounds the commission down (the house never takes more than
+    5%) and lets the seated bettor with the largest stake in the round hold the cards."""
+    text = (resources.files("surveil") / "profiles" / f"{name}.toml").read_text(encoding="utf-8")
+    assert "\ncommission_rounding = " in text and "\nsqueeze_holder = " in text  # stated, not defaulted
+    profile = load_profile(name)
+    assert (profile.commission_rounding, profile.squeeze_holder) == (Rounding.DOWN, SqueezeHolder.LARGEST_TOTAL)
+
+
+@pytest.mark.parametrize("rounding", list(Rounding))
+@pytest.mark.parametrize("holder", list(SqueezeHolder))
+def test_a_profile_may_choose_any_rounding_and_squeeze_holder(rounding: Rounding, holder: SqueezeHolder) -> None:
+    text = broken('commission_rounding = "down"', f'commission_rounding = "{rounding}"')
+    profile = parse_profile(text.replace('squeeze_holder = "largest_total"', f'squeeze_holder = "{holder}"'))
+    assert (profile.commission_rounding, profile.squeeze_holder) == (rounding, holder)
+
+
 def test_a_valid_profile_parses() -> None:
     assert isinstance(parse_profile(GOOD), HouseProfile)
 
@@ -115,6 +135,10 @@ def test_a_profile_without_side_bets_offers_none() -> None:
         ('last_round = "finish"', 'last_round = "never"', r"\$\.last_round"),
         ('commission = "five_percent"', 'commission = "ten_percent"', r"\$\.commission"),
         ("squeeze_allowed = true", 'squeeze_allowed = "yes"', r"\$\.squeeze_allowed"),
+        ('commission_rounding = "down"', 'commission_rounding = "bankers"', r"\$\.commission_rounding"),
+        ('commission_rounding = "down"\n', "", "missing required field `commission_rounding`"),
+        ('squeeze_holder = "largest_total"', 'squeeze_holder = "eldest"', r"\$\.squeeze_holder"),
+        ('squeeze_holder = "largest_total"\n', "", "missing required field `squeeze_holder`"),
     ],
 )
 def test_a_broken_profile_names_the_field(old: str, new: str, message: str) -> None:

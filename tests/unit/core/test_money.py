@@ -11,8 +11,10 @@ from surveil.core.money import (
     VOID,
     BetResult,
     Commission,
+    Rounding,
     Settlement,
     Spot,
+    SqueezeHolder,
     TieMove,
     check_amount,
     check_squeeze,
@@ -20,6 +22,7 @@ from surveil.core.money import (
     check_tie_change,
     settle,
     spot_totals,
+    squeeze_stakes,
     tie_moves,
 )
 from surveil.core.play import Outcome, RoundResult
@@ -148,6 +151,26 @@ def test_art10_a_voided_round_returns_every_stake() -> None:
 )
 def test_art17_paid_out_is_stake_and_winnings(settlement: Settlement, amount: int, paid_out: int) -> None:
     assert settlement.paid_out(amount) == paid_out
+
+
+@pytest.mark.parametrize("commission", list(Commission))
+@pytest.mark.parametrize("pairs", [(False, False), (True, False), (False, True)])
+@pytest.mark.parametrize("totals", [(7, 5), (5, 7), (6, 6), (3, 6)])
+@pytest.mark.parametrize("spot", list(Spot))
+def test_money_is_compared_by_value_plain_strings_settle_as_the_enums(
+    spot: Spot, totals: tuple[int, int], pairs: tuple[bool, bool], commission: Commission
+) -> None:
+    player, banker = totals
+    outcome = Outcome.PLAYER if player > banker else Outcome.BANKER if banker > player else Outcome.TIE
+    enums = RoundResult(player, banker, outcome, *pairs)
+    plain = RoundResult(player, banker, str(outcome.value), *pairs)  # type: ignore[arg-type]
+    expected = settle(spot, 1000, enums, commission)
+    paid = settle(str(spot.value), 1000, plain, str(commission.value))  # type: ignore[arg-type]
+    assert paid == expected
+    assert paid.paid_out(1000) == expected.paid_out(1000)
+    plain_settlement = Settlement(str(expected.result.value), expected.net, expected.commission)  # type: ignore[arg-type]
+    assert plain_settlement.paid_out(1000) == expected.paid_out(1000)
+    assert check_amount(str(spot.value), 1200, 500) == check_amount(spot, 1200, 500)  # type: ignore[arg-type]
 
 
 # ---- bet amounts (house rules in the closing notes) -------------------------------------
@@ -290,7 +313,7 @@ def test_art12_withdrawn_evidence_names_before_and_after() -> None:
 
 # ---- squeezing (Art. 16) ----------------------------------------------------------------
 
-STAKES = {"p1": 5000, "p2": 20_000, "p3": 20_000, "p4": 1000}
+STAKES = {"round": {"p1": 5000, "p2": 20_000, "p3": 20_000, "p4": 1000}}
 
 
 def test_art16_nobody_squeezed() -> None:
@@ -315,11 +338,49 @@ def test_art16_2_anyone_else_holding_the_cards_is_squeeze_holder(holder: str) ->
     assert finding is not None
     assert (finding.code, finding.article) == (AlertCode.SQUEEZE_HOLDER, "Art. 16(2)")
     assert finding.evidence["entitled"] == ["p2", "p3"]
-    assert finding.evidence["largest_stake"] == 20_000
+    assert finding.evidence["largest_stake"] == {"round": 20_000}
 
 
 def test_art16_2_nobody_seated_with_a_bet_means_nobody_may_squeeze() -> None:
-    for stakes in ({}, {"p1": 0}):
+    for stakes in ({"round": {}}, {"round": {"p1": 0}}):
         finding = check_squeeze("p1", stakes, allowed=True)
         assert finding is not None and finding.evidence["entitled"] == []
         assert "nobody" in finding.summary
+
+
+def test_art16_2_the_largest_bet_on_either_side_where_the_house_reads_it_so() -> None:
+    seated = [("p1", Spot.PLAYER, 5000), ("p2", Spot.BANKER, 3000), ("p3", Spot.BANKER, 1000), ("p3", Spot.TIE, 9000)]
+    assert squeeze_stakes(seated, SqueezeHolder.LARGEST_TOTAL) == {"round": {"p1": 5000, "p2": 3000, "p3": 10_000}}
+    by_side = squeeze_stakes(seated, SqueezeHolder.LARGEST_ON_SIDE)
+    assert by_side == {"player": {"p1": 5000}, "banker": {"p2": 3000, "p3": 1000}}
+    assert check_squeeze("p1", by_side, allowed=True) is None  # the Player's largest
+    assert check_squeeze("p2", by_side, allowed=True) is None  # the Banker's largest
+    finding = check_squeeze("p3", by_side, allowed=True)  # the largest total, but on neither side
+    assert finding is not None and finding.evidence["entitled"] == ["p1", "p2"]
+    assert finding.evidence["largest_stake"] == {"player": 5000, "banker": 3000} and "on the Player or the Banker" in finding.summary
+    assert check_squeeze("p3", squeeze_stakes(seated, SqueezeHolder.LARGEST_TOTAL), allowed=True) is None
+
+
+@pytest.mark.parametrize(
+    ("rounding", "amount", "net", "commission"),
+    [
+        (Rounding.DOWN, 30, 29, 1),  # 5% of 30 is 1.5
+        (Rounding.NEAREST, 30, 28, 2),
+        (Rounding.UP, 30, 28, 2),
+        (Rounding.DOWN, 510, 485, 25),  # 25.5
+        (Rounding.NEAREST, 510, 484, 26),
+        (Rounding.UP, 510, 484, 26),
+        (Rounding.NEAREST, 1010, 959, 51),  # 50.5 rounds half up; 1,006 (50.3) to 50
+        (Rounding.NEAREST, 1006, 956, 50),
+        (Rounding.UP, 1006, 955, 51),
+        (Rounding.UP, 1000, 950, 50),  # nothing to round
+    ],
+)
+def test_art18_the_commission_is_rounded_as_the_house_profile_says(rounding: Rounding, amount: int, net: int, commission: int) -> None:
+    assert settle(Spot.BANKER, amount, BANKER_WINS, FIVE, rounding) == Settlement(WIN, net, commission)
+
+
+@pytest.mark.parametrize(("rounding", "net"), [(Rounding.DOWN, 12), (Rounding.NEAREST, 13), (Rounding.UP, 13)])
+def test_art18_half_of_an_odd_no_commission_banker_6_is_rounded_as_the_house_profile_says(rounding: Rounding, net: int) -> None:
+    banker_6 = RoundResult(4, 6, Outcome.BANKER, False, False)
+    assert settle(Spot.BANKER, 25, banker_6, NO_COMMISSION, rounding) == Settlement(WIN, net, 0)

@@ -85,10 +85,16 @@ def test_art7_a_hand_out_of_shoe_order_is_deal_order() -> None:
     assert "out of the order" in finding.summary
 
 
-def test_art7_one_shoe_index_twice_is_deal_order() -> None:
+def test_art7_one_shoe_index_twice_breaks_no_order_it_is_a_card_reused() -> None:
+    """Two hands holding one shoe index is a card used twice: ``Shoe.place`` finds CARD_REUSED
+    (tests/unit/core/test_table.py); the order of the deal holds."""
     player = hand((1, "7S"), (3, "KH"))
     banker = hand((1, "7C"), (4, "KS"))
-    assert [f.code for f in check_play(player, banker, RoundResult(7, 7, Outcome.TIE, False, False))] == [AlertCode.DEAL_ORDER]
+    assert check_play(player, banker, RoundResult(7, 7, Outcome.TIE, False, False)) == []
+    later = hand((1, "7S"), (2, "KH"))
+    assert [f.code for f in check_play(later, hand((3, "7C"), (1, "KS")), RoundResult(7, 7, Outcome.TIE, False, False))] == [
+        AlertCode.DEAL_ORDER  # an index twice, and out of order as well
+    ]
 
 
 def test_art7_a_hand_with_fewer_than_two_cards_is_deal_order() -> None:

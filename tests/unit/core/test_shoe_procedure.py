@@ -175,3 +175,10 @@ def test_art3_1_a_round_beyond_the_allowance_is_rounds_after_cut_card(policy: La
     assert finding is not None
     assert (finding.code, finding.article) == (AlertCode.ROUNDS_AFTER_CUT_CARD, "Art. 3.1")
     assert finding.evidence["round_no"] == 61
+
+
+def test_art2_2_a_demonstration_round_after_a_real_round_is_demo_rounds() -> None:
+    assert check_demo_round(1, 0, real_rounds=0) == []
+    [finding] = check_demo_round(1, 0, real_rounds=2)
+    assert (finding.code, finding.article) == (AlertCode.DEMO_ROUNDS, "Art. 2.2")
+    assert finding.evidence == {"demo_rounds": 1, "real_rounds_before": 2}

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from surveil.core.findings import AlertCode
+from surveil.core.findings import AlertCode, Severity
 from surveil.core.money import BetResult, Commission, Settlement, Spot, TieMove
 from surveil.core.play import Outcome, RoundResult
 from surveil.core.profiles import Burn, BurnPolicy, LastRound
@@ -16,13 +16,18 @@ from surveil.core.table import (
     Round,
     Shoe,
     check_bet_amount,
+    check_completed_round,
     check_late_bet,
+    check_late_limit,
     check_payment,
     check_round_totals,
     check_squeeze,
+    check_standing_box,
     check_table_limit,
     check_tie_change,
+    check_void,
     decided_bets,
+    outside_the_table,
     paid_unknown_bet,
     unpaid_bets,
 )
@@ -88,6 +93,27 @@ def test_art2_1_the_cut_card_needs_about_12_cards_behind_it_and_counts_once() ->
     assert started_shoe(decks=6, automatic=True).cut_card(311) is None  # Art. 2.3: no cut card procedure
 
 
+def test_art2_1_3_a_manual_shoe_dealt_past_the_cut_cards_last_place_without_it_is_cut_card_missing() -> None:
+    deep = started_shoe(decks=6)  # 312 cards: the cut card lies at card 300 at the latest
+    for index in range(1, 302):
+        deep.read(index, "2C" if index % 2 else "3D", face_up=False)
+    finding = deep.end()
+    assert finding is not None and (finding.code, finding.article) == (AlertCode.CUT_CARD_MISSING, "Art. 2.1, 3")
+    assert finding.evidence == {"cards_out": 301, "last_cut_card_place": 300, "minimum_behind": 12, "decks": 6}
+    assert deep.ended and deep.end() is None  # judged once
+    early = started_shoe(decks=6)
+    for index in range(1, 301):
+        early.read(index, "2C" if index % 2 else "3D", face_up=False)
+    assert early.end() is None  # Art. 3.2: changed before the cut card's last place
+    with_cut = started_shoe(decks=6)
+    with_cut.cut_card(300)
+    with_cut.read(301, "2C", face_up=False)
+    assert with_cut.end() is None
+    machine = started_shoe(decks=6, automatic=True)
+    machine.read(311, "2C", face_up=False)
+    assert machine.end() is None  # Art. 2.3
+
+
 def test_art2_1_the_start_burn_follows_the_house_policy_but_not_with_a_machine() -> None:
     burn = Burn(BurnPolicy.DECKS)
     shoe = started_shoe(decks=6)
@@ -117,6 +143,46 @@ def test_art7_a_hand_card_that_is_not_what_the_shoe_read_is_card_mismatch() -> N
     assert finding.evidence == {"hand": "player", "index": 3, "in_hand": "9S", "shoe_read": "4S"}
 
 
+def test_art7_a_hand_card_at_an_index_never_read_stands_for_the_first_loose_card_and_is_one_finding() -> None:
+    shoe = started_shoe()
+    cards = ["2H", "3D", "4S", "5C", "9H", "8D", "7C", "KS"]
+    for index, card in enumerate(cards, start=1):
+        shoe.read(index, card, face_up=False)
+    wrong = dealt(round_with(), [(1, "2H"), (3, "4S")], [(200, "3D"), (4, "5C")], RoundResult(6, 8, Outcome.BANKER, False, False))
+    assert shoe.stand_ins(wrong) == {200: 2}
+    player, banker = wrong.hands(shoe.stand_ins(wrong))
+    assert [c.index for c in banker] == [2, 4]  # in its place: the order of the deal holds
+    [finding] = check_completed_round(wrong, shoe, LastRound.FINISH)
+    assert (finding.code, finding.article) == (AlertCode.CARD_MISMATCH, "Art. 7")
+    assert finding.evidence == {
+        "hand": "banker",
+        "index": 200,
+        "in_hand": "3D",
+        "shoe_read": None,
+        "stands_for": {"index": 2, "card": "3D"},
+    }
+    assert "a wrong shoe index" in finding.summary
+    later = dealt(round_with(), [(5, "9H"), (7, "7C")], [(6, "8D"), (8, "KS")], RoundResult(6, 8, Outcome.BANKER, False, False))
+    assert check_completed_round(later, shoe, LastRound.FINISH) == []  # nothing loose is left behind
+    # Another card than the one the shoe read in its place is a switched card, still one finding.
+    other = started_shoe()
+    for index, card in enumerate(cards, start=1):
+        other.read(index, card, face_up=False)
+    switched = dealt(round_with(), [(1, "2H"), (3, "4S")], [(200, "3C"), (4, "5C")], RoundResult(6, 8, Outcome.BANKER, False, False))
+    [finding] = check_completed_round(switched, other, LastRound.FINISH)
+    assert "a switched card" in finding.summary and finding.evidence["stands_for"] == {"index": 2, "card": "3D"}
+
+
+def test_a_round_does_not_wait_for_an_index_past_the_end_of_the_shoe() -> None:
+    shoe = started_shoe(decks=6)  # 312 cards
+    for index, card in enumerate(["2H", "3D", "4S"], start=1):
+        shoe.read(index, card, face_up=False)
+    rnd = dealt(round_with(), [(1, "2H"), (3, "4S")], [(2, "3D"), (313, "5C")], RoundResult(6, 8, Outcome.BANKER, False, False))
+    assert shoe.has_cards_of(rnd)
+    rnd.banker[1] = HandCard(312, "5C")
+    assert not shoe.has_cards_of(rnd)  # the shoe's last card may still come
+
+
 def test_art2_7_8_a_card_out_of_the_shoe_is_burned_or_in_a_hand_and_is_judged_once() -> None:
     shoe = started_shoe()
     for index, card in enumerate(["9C", "2H", "3D", "4S", "5C", "6H"], start=1):
@@ -144,9 +210,18 @@ def test_art3_1_no_round_opens_after_the_cut_card_beyond_the_house_policy() -> N
 
 def test_art2_2_a_fourth_demonstration_round_in_a_shoe_is_demo_rounds() -> None:
     shoe = started_shoe()
-    assert [shoe.open_demo_round() for _ in range(3)] == [[], [], []]
-    [finding] = shoe.open_demo_round()
+    assert [shoe.open_round(demo=True) for _ in range(3)] == [[], [], []]
+    [finding] = shoe.open_round(demo=True)
     assert (finding.code, finding.article) == (AlertCode.DEMO_ROUNDS, "Art. 2.2")
+
+
+def test_art2_2_a_demonstration_round_after_the_shoes_first_real_round_is_demo_rounds() -> None:
+    shoe = started_shoe()
+    assert shoe.open_round(demo=True) == []
+    assert shoe.open_round(demo=False) == []
+    [finding] = shoe.open_round(demo=True)
+    assert (finding.code, finding.article) == (AlertCode.DEMO_ROUNDS, "Art. 2.2")
+    assert finding.evidence == {"demo_rounds": 2, "real_rounds_before": 1}
 
 
 def test_the_shoe_has_a_rounds_cards_once_it_read_them_or_ended() -> None:
@@ -156,6 +231,138 @@ def test_the_shoe_has_a_rounds_cards_once_it_read_them_or_ended() -> None:
     assert not shoe.has_cards_of(rnd)
     shoe.ended = True
     assert shoe.has_cards_of(rnd)
+
+
+def test_art2_8_a_shoe_index_in_two_hands_in_two_rounds_or_burned_then_dealt_is_card_reused() -> None:
+    shoe = started_shoe()
+    shoe.burn([1, 2], round_id=None)
+    first = dealt(round_with(), [(3, "2C"), (5, "2C")], [(4, "3D"), (6, "3D")], RoundResult(4, 6, Outcome.BANKER, False, False))
+    assert shoe.place(first) == []
+    assert shoe.placed == {3: first.round_id, 4: first.round_id, 5: first.round_id, 6: first.round_id}
+    again = dealt(round_with(), [(2, "9S"), (7, "2C")], [(5, "2C"), (8, "3D")], RoundResult(1, 5, Outcome.BANKER, False, False))
+    again.round_id = "T01:S1:2"
+    burned, earlier = shoe.place(again)
+    assert (burned.code, burned.article) == (AlertCode.CARD_REUSED, "Art. 2, 8")
+    assert burned.evidence == {"index": 2, "card": "9S", "hand": "player", "first": {"where": "burned", "round_id": None}}
+    assert earlier.evidence["first"] == {"where": "an earlier round", "round_id": first.round_id}
+    assert "dealt in round T01:S1:1" in earlier.summary
+    both = dealt(round_with(), [(9, "9H"), (11, "KD")], [(10, "8C"), (11, "KD")], RoundResult(9, 8, Outcome.PLAYER, False, False))
+    [twice] = shoe.place(both)
+    assert twice.evidence["first"] == {"where": "player hand", "round_id": both.round_id} and twice.evidence["hand"] == "banker"
+
+
+def test_art8_a_burn_between_a_rounds_first_and_last_card_is_burn_mid_round() -> None:
+    shoe = started_shoe()
+    rnd = round_with()
+    shoe.burn([3], rnd.round_id)  # at the round's start: before its first card
+    shoe.burn([6], rnd.round_id)  # after its first card
+    played = dealt(rnd, [(4, "2C"), (7, "2C")], [(5, "3D"), (8, "3D")], RoundResult(4, 6, Outcome.BANKER, False, False))
+    [finding] = shoe.place(played)
+    assert (finding.code, finding.article) == (AlertCode.BURN_MID_ROUND, "Art. 8")
+    assert finding.evidence == {"burned": [6], "first_card": 4, "last_card": 8}
+    start_only = started_shoe()
+    start_only.burn([3], rnd.round_id)
+    assert (
+        start_only.place(
+            dealt(round_with(), [(4, "2C"), (6, "2C")], [(5, "3D"), (7, "3D")], RoundResult(4, 6, Outcome.BANKER, False, False))
+        )
+        == []
+    )
+
+
+def test_art15_a_standing_bettors_chips_in_a_seats_box_is_standing_bet_on_seat_box() -> None:
+    standing = Bet("B1", "P8", "standing", Spot.BANKER, 2000, box="3")
+    finding = check_standing_box(standing)
+    assert finding is not None and (finding.code, finding.article) == (AlertCode.STANDING_BET_ON_SEAT_BOX, "Art. 15")
+    assert finding.evidence == {"bet_id": "B1", "box": "3", "seat": "standing", "spot": "banker", "amount": 2000, "stake": 2000}
+    assert check_standing_box(Bet("B2", "P8", "standing", Spot.BANKER, 2000, box="standing")) is None
+    assert check_standing_box(Bet("B3", "P3", "3", Spot.BANKER, 2000, box="3")) is None
+    assert check_standing_box(Bet("B4", "P8", "standing", Spot.BANKER, 2000)) is None  # the box not said: not judged
+
+
+def test_art1_a_seat_or_box_past_the_tables_seats_is_outside_the_table() -> None:
+    rnd = round_with()
+    assert not outside_the_table(rnd, "12")  # seats not said
+    rnd.seats = 9
+    assert [outside_the_table(rnd, place) for place in ("1", "9", "10", "standing")] == [False, False, True, False]
+
+
+# ---- voided rounds (Art. 4, 10) -----------------------------------------------------------------
+
+
+def voided_round(player: list[tuple[int, str | None]], banker: list[tuple[int, str | None]]) -> Round:
+    rnd = round_with(Bet("B1", "P1", "1", Spot.BANKER, 300), Bet("B2", "P2", "2", Spot.PLAYER, 200))
+    rnd.void("dealer's call", [HandCard(i, c) for i, c in player], [HandCard(i, c) for i, c in banker])
+    return rnd
+
+
+def shoe_of(*cards: str, face_up: int = 0) -> Shoe:
+    shoe = started_shoe()
+    for index, card in enumerate(cards, start=1):
+        shoe.read(index, card, face_up=index == face_up)
+    return shoe
+
+
+def test_art10_a_void_with_no_misdeal_in_the_round_is_critical() -> None:
+    rnd = voided_round([(1, "2H"), (3, "4S")], [(2, "3D"), (4, "5C")])
+    finding = check_void(rnd, shoe_of("2H", "3D", "4S", "5C"))
+    assert (finding.code, finding.article, finding.severity) == (AlertCode.ROUND_VOIDED, "Art. 10", Severity.CRITICAL)
+    assert finding.evidence["reason"] == "dealer's call" and finding.evidence["misdeals"] == [] and finding.evidence["stake"] == 500
+    assert finding.evidence["cards"]["player"] == [{"index": 1, "card": "2H"}, {"index": 3, "card": "4S"}]
+    nothing_dealt = round_with()
+    nothing_dealt.void("table closed", [], [])
+    assert check_void(nothing_dealt, started_shoe()).severity is Severity.CRITICAL
+
+
+def test_art4_a_void_for_a_card_exposed_face_up_is_critical() -> None:
+    rnd = voided_round([(1, "2H"), (3, "4S")], [(2, "3D")])
+    finding = check_void(rnd, shoe_of("2H", "3D", "4S", face_up=3))
+    assert (finding.article, finding.severity, finding.evidence["exposed"]) == (
+        "Art. 4, 10",
+        Severity.CRITICAL,
+        [{"index": 3, "card": "4S"}],
+    )
+    assert "Art. 4 keeps the round and its bets valid" in finding.summary
+
+
+@pytest.mark.parametrize(
+    ("player", "banker", "cards", "misdeal"),
+    [
+        ([(1, "8H"), (2, "KD")], [(3, "2C"), (4, "3S")], ("8H", "KD", "2C", "3S"), "DEAL_ORDER"),  # P, P, B, B (Art. 7)
+        ([(2, "2H")], [(1, "3D")], ("3D", "2H"), "DEAL_ORDER"),  # the Banker's card first, in a round stopped at two
+        ([(1, "6H"), (3, "KD"), (5, "4D")], [(2, "2C"), (4, "3S")], ("6H", "2C", "KD", "3S", "4D"), "DRAW_PLAYER_EXTRA"),  # Art. 9(2)
+        ([(1, "2H"), (3, "4S")], [(2, "3D"), (4, "9C")], ("2H", "3D", "4S", "5C"), "CARD_MISMATCH"),  # not what the shoe read
+        ([(1, "2H"), (3, None)], [(2, "3D")], ("2H", "3D"), "CARD_MISMATCH"),  # never read by the shoe
+    ],
+)
+def test_art10_a_void_after_a_misdeal_the_detectors_find_is_a_warning(
+    player: list[tuple[int, str | None]], banker: list[tuple[int, str | None]], cards: tuple[str, ...], misdeal: str
+) -> None:
+    shoe = shoe_of(*cards)
+    shoe.ended = True
+    finding = check_void(voided_round(player, banker), shoe)
+    assert (finding.code, finding.article, finding.severity) == (AlertCode.ROUND_VOIDED, "Art. 10", Severity.WARNING)
+    assert [d["code"] for d in finding.evidence["misdeals"]] == [misdeal]
+
+
+def test_art10_a_player_draw_still_missing_when_the_round_stopped_is_no_misdeal() -> None:
+    rnd = voided_round([(1, "2H"), (3, "3S")], [(2, "3D"), (4, "KC")])  # the Player (5) was still to draw
+    assert check_void(rnd, shoe_of("2H", "3D", "3S", "KC")).severity is Severity.CRITICAL
+
+
+def test_a_round_voided_without_its_hands_is_judged_on_the_cards_burned_for_it() -> None:
+    shoe = shoe_of("2H", "3D", "4S", face_up=2)
+    rnd = round_with()
+    rnd.void("old log", None, None)
+    assert rnd.hands_unreported
+    shoe.burn([1, 2, 3, 4], rnd.round_id)
+    assert shoe.cards_of(rnd) == [1, 2, 3, 4]
+    assert not shoe.has_cards_of(rnd)  # card 4 is still to be read
+    shoe.read(4, "5C", face_up=False)
+    assert shoe.has_cards_of(rnd)
+    finding = check_void(rnd, shoe)
+    assert finding.evidence["cards"] == {"burned_for_the_round": [1, 2, 3, 4]}
+    assert finding.evidence["exposed"] == [{"index": 2, "card": "3D"}]
 
 
 # ---- the bets (Art. 2.2, 12-16) -----------------------------------------------------------------
@@ -202,6 +409,40 @@ def test_art14_a_withdrawn_bet_does_not_count_against_the_limit() -> None:
     assert check_table_limit(round_with(big, max_bet=1_000)) == []
 
 
+def test_art14_a_late_bet_that_leaves_the_difference_above_the_limit_and_larger_is_table_limit() -> None:
+    banker, player = Bet("B1", "P1", "1", Spot.BANKER, 6_000), Bet("B2", "P2", "2", Spot.PLAYER, 2_000)
+    rnd = round_with(banker, player)  # limit 10,000: difference 4,000
+    rnd.closed = True
+    late = rnd.bets["B3"] = Bet("B3", "P3", "3", Spot.BANKER, 7_000)
+    [finding] = check_late_limit(rnd, late, None)
+    assert (finding.code, finding.article) == (AlertCode.TABLE_LIMIT, "Art. 14")
+    assert finding.evidence["difference"] == 11_000 and finding.evidence["bet_id"] == "B3" and finding.evidence["late"]
+    small = round_with(banker, player)
+    small.closed = True
+    within = small.bets["B3"] = Bet("B3", "P3", "3", Spot.BANKER, 5_000)
+    assert check_late_limit(small, within, None) == []  # 9,000: within the limit
+
+
+def test_art14_a_late_change_or_withdrawal_is_judged_against_the_stakes_before_it() -> None:
+    banker, player = Bet("B1", "P1", "1", Spot.BANKER, 12_000), Bet("B2", "P2", "2", Spot.PLAYER, 5_000)
+    rnd = round_with(banker, player)
+    rnd.closed = True
+    player.withdrawn = True  # the difference goes from 7,000 to 12,000
+    [finding] = check_late_limit(rnd, player, (Spot.PLAYER, 5_000))
+    assert finding.evidence["difference"] == 12_000
+    over = round_with(Bet("B1", "P1", "1", Spot.BANKER, 30_000), Bet("B2", "P2", "2", Spot.TIE, 2_000))
+    over.closed = True
+    moved = over.bets["B2"]
+    moved.spot = Spot.PLAYER  # Tie to Player: the difference shrinks, though still above the limit
+    assert check_late_limit(over, moved, (Spot.TIE, 2_000)) == []
+    tie = round_with(Bet("B1", "P1", "1", Spot.TIE, 9_000))
+    tie.closed = True
+    raised = tie.bets["B1"]
+    raised.amount = 11_000
+    [finding] = check_late_limit(tie, raised, (Spot.TIE, 9_000))
+    assert finding.evidence["spot"] == "tie" and finding.evidence["total"] == 11_000
+
+
 def test_art16_the_seated_bettor_with_the_largest_stake_holds_the_cards_standing_ones_do_not_count() -> None:
     rnd = round_with(
         Bet("B1", "P1", "1", Spot.BANKER, 500),
@@ -241,8 +482,25 @@ def test_art12_carry_over_takes_the_named_bets_of_a_completed_round_not_the_with
     assert list(following.bets) == ["B1"] and following.bets["B1"].carried == (Spot.BANKER, 300)
     unfinished = round_with(kept)
     following = round_with()
-    following.carry_over(unfinished, ["B1"])
+    assert following.carry_over(unfinished, ["B1"]) == []
     assert following.bets == {}
+
+
+def test_art12_1_a_bet_the_tie_carried_that_the_next_round_leaves_out_was_withdrawn() -> None:
+    banker, player, tie_bet = (
+        Bet("B1", "P1", "1", Spot.BANKER, 300),
+        Bet("B2", "P2", "2", Spot.PLAYER, 200),
+        Bet("B3", "P3", "3", Spot.TIE, 100),
+    )
+    previous = dealt(round_with(banker, player, tie_bet), [], [], TIE)
+    following = round_with()
+    [dropped] = following.carry_over(previous, ["B1"])
+    assert (dropped.bet_id, dropped.carried) == ("B2", (Spot.PLAYER, 200))  # the Tie bet was decided, not carried
+    [finding] = check_tie_change(dropped, None, frozenset({TieMove.KEEP, TieMove.INCREASE}), "sjm")
+    assert (finding.code, finding.article) == (AlertCode.TIE_BET_WITHDRAWN, "Art. 12(1)")
+    assert check_tie_change(dropped, None, frozenset(TieMove), "dicj") == []
+    decided = dealt(round_with(banker, player), [], [], BANKER_WINS)
+    assert round_with().carry_over(decided, []) == []  # no tie, nothing carried
 
 
 # ---- the payments (Art. 10, 12, 17, 18) --------------------------------------------------------

@@ -87,7 +87,13 @@ INVALID: list[tuple[str, Callable[[dict[str, Any]], None], str]] = [
     ("baccarat.bet.placed", change("data.amount", -1), "`$.data.amount`"),
     ("baccarat.bet.placed", change("data.amount", 100.5), "`$.data.amount`"),  # money is integer
     ("baccarat.bet.placed", change("data.amount", "100"), "`$.data.amount`"),
-    ("baccarat.bet.placed", change("data.seat", "8"), "`$.data.seat`"),
+    ("baccarat.bet.placed", change("data.seat", "0"), "`$.data.seat`"),  # seats are 1, 2, ... (Art. 1: seven or more)
+    ("baccarat.bet.placed", change("data.seat", "100"), "`$.data.seat`"),
+    ("baccarat.bet.placed", change("data.seat", "07"), "`$.data.seat`"),
+    ("baccarat.bet.placed", change("data.box", "0"), "`$.data.box`"),
+    ("baccarat.bet.placed", change("data.box", "rail"), "`$.data.box`"),
+    ("baccarat.round.opened", change("data.seats", 6), "`$.data.seats`"),
+    ("baccarat.round.opened", change("data.seats", 100), "`$.data.seats`"),
     ("baccarat.bet.placed", change("data.spot", "banco"), "`$.data.spot`"),
     ("baccarat.bet.placed", change("data.bet_id", ...), "missing required field `bet_id` - at `$.data`"),
     ("baccarat.bet.placed", change("data.bet_id", ""), "`$.data.bet_id`"),
@@ -145,3 +151,30 @@ def test_bytes_that_are_not_an_event_raise_invalid_event_error(payload: bytes) -
 
 def test_invalid_event_error_is_a_value_error() -> None:
     assert issubclass(InvalidEventError, ValueError)
+
+
+def test_a_round_voided_may_name_its_hands_and_an_older_one_without_them_still_decodes() -> None:
+    older = decode(raw(event("baccarat.round.voided")))
+    assert (older.data.player, older.data.banker) == (None, None)  # type: ignore[attr-defined]
+    sample = event("baccarat.round.voided")
+    sample["data"] |= {"player": [{"index": 9, "card": "2S"}, {"index": 11, "card": None}], "banker": [{"index": 10, "card": "KD"}]}
+    decoded = decode(raw(sample))
+    assert decoded.data.player == [models.PlacedCard(9, "2S"), models.PlacedCard(11, None)]  # type: ignore[attr-defined]
+    assert json.loads(encode(decoded)) == sample
+    sample["data"]["banker"] = [{"index": 0, "card": "KD"}]
+    with pytest.raises(InvalidEventError, match=r"\$\.data\.banker\[0\]\.index"):
+        decode(raw(sample))
+
+
+def test_seats_and_boxes_past_seven_are_valid_and_older_events_without_them_decode() -> None:
+    """Art. 1: a table has seven seats or more; Art. 15: a bet says the box its chips lie in."""
+    placed = event("baccarat.bet.placed")
+    assert "box" not in placed["data"] and decode(raw(placed)).data.box is None  # type: ignore[attr-defined]
+    placed["data"] |= {"seat": "12", "box": "standing"}
+    assert decode(raw(placed)).data.box == "standing"  # type: ignore[attr-defined]
+    placed["data"] |= {"seat": "standing", "box": "14"}
+    assert json.loads(encode(decode(raw(placed)))) == placed
+    opened = event("baccarat.round.opened")
+    assert decode(raw(opened)).data.seats is None  # type: ignore[attr-defined]
+    opened["data"]["seats"] = 14
+    assert decode(raw(opened)).data.seats == 14  # type: ignore[attr-defined]

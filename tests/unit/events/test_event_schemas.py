@@ -92,7 +92,10 @@ def test_schema_rejects_a_broken_event(type_name: str, break_: Any) -> None:
 SPECIFIC = [
     ("baccarat.bet.placed", "amount", -1),
     ("baccarat.bet.placed", "amount", 10.5),
-    ("baccarat.bet.placed", "seat", "8"),
+    ("baccarat.bet.placed", "seat", "0"),
+    ("baccarat.bet.placed", "seat", "100"),
+    ("baccarat.bet.placed", "box", "rail"),
+    ("baccarat.round.opened", "seats", 6),
     ("baccarat.bet.placed", "spot", "banco"),
     ("baccarat.card.read", "card", "1H"),
     ("baccarat.card.read", "index", 0),

@@ -13,7 +13,7 @@ from surveil.analysis import incident as inc
 from surveil.analysis.incident import IncidentCollector, common_run, correct_play, play_differences, rules_give
 from surveil.analysis.replay import ReplayResult, replay
 from surveil.core.cards import CARDS
-from surveil.core.money import BetResult, Commission, Settlement, Spot
+from surveil.core.money import BetResult, Commission, Rounding, Settlement, Spot
 from surveil.core.play import Coup, deal
 from surveil.core.shoe import shuffled_shoe
 from surveil.events import codec
@@ -113,7 +113,7 @@ def test_the_payouts_against_core_money_settle() -> None:
     # had the round been dealt right it was a tie: the Banker bet is carried, not paid
     right = correct_play(rnd, found.shoe)
     assert right is not None
-    assert rules_give(bet, right.coup.result, False, Commission.FIVE_PERCENT).result is BetResult.CARRIED
+    assert rules_give(bet, right.coup.result, False, (Commission.FIVE_PERCENT, Rounding.DOWN)).result is BetResult.CARRIED
 
 
 def test_a_profile_override_judges_by_its_commission() -> None:

@@ -6,13 +6,16 @@ odds shows."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 from settlement_desk import SHIFT, START, Desk
 
+from surveil.core import profiles
 from surveil.core.money import BetResult, Spot
 from surveil.core.play import Outcome
 from surveil.events import codec
 from surveil.events import models as m
+from surveil.settlement import processor
 from surveil.settlement.ledger import PatronTotals, TableTotals
 
 WIN, LOSE, PUSH, CARRIED = BetResult.WIN, BetResult.LOSE, BetResult.PUSH, BetResult.CARRIED
@@ -280,3 +283,15 @@ def test_the_same_events_settle_to_the_same_outputs_and_ledger() -> None:
         )
         runs.append(([codec.encode(e) for e in published], desk.snapshot()))
     assert runs[0] == runs[1]
+
+
+@pytest.mark.parametrize(("rounding", "net", "commission"), [("down", 485, 25), ("nearest", 484, 26), ("up", 484, 26)])
+def test_the_commission_is_rounded_as_the_rounds_house_profile_says(
+    monkeypatch: pytest.MonkeyPatch, rounding: str, net: int, commission: int
+) -> None:
+    """Art. 18: 5% of a winning Banker 510 is 25.5; the profile in force decides the unit."""
+    house = msgspec.structs.replace(profiles.load_profile("dicj"), commission_rounding=profiles.Rounding(rounding))
+    monkeypatch.setattr(processor, "load_profile", lambda name: house)
+    desk = Desk()
+    settled = desk.bets_settled(desk.open("R1"), desk.bet("R1", "B1", Spot.BANKER, 510), desk.close("R1"), desk.complete("R1", B))
+    assert (settled["B1"].net, settled["B1"].commission) == (net, commission)

@@ -135,10 +135,8 @@ def test_every_bet_is_within_the_rules(profile: str) -> None:
             assert money.check_table_limit(money.spot_totals((b[1], b[2]) for b in active), house.max_bet) == []
         elif isinstance(event, m.RoundCompleted):
             active = [bet for bet in bets[d.round_id].values() if not bet[4]]
-            stakes = Counter()
-            for bet in active:
-                if bet[0] != "standing":
-                    stakes[bet[3]] += bet[2]
+            seated = [(bet[3], bet[1], bet[2]) for bet in active if bet[0] != "standing"]
+            stakes = money.squeeze_stakes(seated, house.squeeze_holder)
             assert money.check_squeeze(d.squeezed_by, stakes, house.squeeze_allowed) is None
             checked["squeezes"] += d.squeezed_by is not None
             tied[d.table_id] = bets[d.round_id] if d.outcome == Outcome.TIE else {}

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from controller_harness import SHOE, TABLE, Table, data, types
 
+from surveil.events import codec
 from surveil.events import models as m
 from surveil.events.shoe_protocol import parse_line
 from surveil.sim.floor import Floor
@@ -36,6 +37,30 @@ def bet(table: Table, bet_id: str, spot: str = "player", amount: int = 1000, pat
 
 
 # ---- opening and betting ------------------------------------------------------------------------
+
+
+def test_the_tables_seats_and_a_bets_layout_box_are_carried_through(table: Table) -> None:
+    """Art. 1, 15: round.opened says how many seats the table has (seven or more), bet.placed the
+    box the chips lie in, for the detectors to judge."""
+    opened = open_round(table, seats=9)
+    assert data(opened).seats == 9
+    (placed,) = table.do("place", bet_id="B1", patron_id="P8", seat="standing", spot="banker", amount=1000, box="9")
+    assert (data(placed).seat, data(placed).box) == ("standing", "9")
+    (seated,) = table.do("place", bet_id="B2", patron_id="P9", seat="9", spot="player", amount=1000, box="9")
+    assert data(seated).box == "9"
+    assert table.rejects(table.input("place", bet_id="B3", patron_id="P1", seat="10", spot="player", amount=1000)) == (
+        "bet.place: bet B3 names seat 10; the table has 9 seats"
+    )
+    assert table.rejects(table.input("place", bet_id="B4", patron_id="P1", seat="standing", spot="player", amount=1000, box="12")) == (
+        "bet.place: bet B4 names box 12; the table has 9 seats"
+    )
+
+
+def test_inputs_without_seats_or_box_give_events_without_them(table: Table) -> None:
+    opened = open_round(table)
+    (placed,) = bet(table, "B1", seat="12")  # a table that does not say its seats takes any seat
+    assert (data(opened).seats, data(placed).box) == (None, None)
+    assert b'"box"' not in codec.encode(placed) and b'"seats"' not in codec.encode(opened)
 
 
 def test_round_open_publishes_round_opened_with_an_id_from_table_shoe_and_number(table: Table) -> None:
@@ -191,6 +216,7 @@ def test_a_round_whose_card_the_shoe_never_read_is_voided_when_the_shoe_ends(tab
     burned, voided, opened = released
     assert data(burned) == m.CardsBurnedData(table_id=TABLE, shoe_id=SHOE, round_id=ROUND_ID, indices=[1, 2, 3, 4])
     assert data(voided).reason == f"shoe {SHOE} ended without reading card 3 (player), which the hand box did not recognise"
+    assert data(voided).player == [m.PlacedCard(1, "2S"), m.PlacedCard(3, None)]  # the hands as dealt, for the detectors
     assert (voided.id, voided.time) == (f"{ROUND_ID}/voided", table.clock.replace(second=table.clock.second - 2))
     assert data(opened).carried_bet_ids == ["B1"]  # the tie was announced and the table played on
 
@@ -234,13 +260,20 @@ def test_a_void_burns_the_placed_cards_and_ends_the_round(table: Table) -> None:
     table.do("card", hand="banker", index=2, card="KD")
     burned, voided = table.do("void", reason="misdeal that could not be corrected (Art. 10)")
     assert (burned.id, data(burned).indices, data(burned).round_id) == (f"{ROUND_ID}/burned", [1, 2], ROUND_ID)
-    assert data(voided) == m.RoundVoidedData(table_id=TABLE, round_id=ROUND_ID, reason="misdeal that could not be corrected (Art. 10)")
+    assert data(voided) == m.RoundVoidedData(
+        table_id=TABLE,
+        round_id=ROUND_ID,
+        reason="misdeal that could not be corrected (Art. 10)",
+        player=[m.PlacedCard(1, "2S")],
+        banker=[m.PlacedCard(2, "KD")],
+    )
     assert table.rejects(table.input("close")) == f"bets.close: no round is in progress at table {TABLE}"
 
 
 def test_a_void_before_any_card_only_voids(table: Table) -> None:
     open_round(table)
-    assert types(table.do("void", reason="table closed")) == ["baccarat.round.voided"]
+    (voided,) = table.do("void", reason="table closed")
+    assert (data(voided).player, data(voided).banker) == ([], [])  # none dealt, said so
 
 
 def test_a_tie_carries_the_player_and_banker_bets_into_the_next_round(table: Table) -> None:
