@@ -43,7 +43,7 @@ from ..events import codec, deadletter, topics
 from ..events.models import Event
 from ..events.signing import HEADER as SIGNATURE_HEADER
 from ..events.signing import SIGNED_TOPICS, DeviceKeys
-from . import metrics
+from . import header_keys, metrics
 from .config import Settings
 from .processor import Processor, Rejected
 from .state import STORE_UNAVAILABLE, Backend, StaleProgress, State
@@ -51,6 +51,7 @@ from .state import STORE_UNAVAILABLE, Backend, StaleProgress, State
 Output = tuple[str, bytes, bytes]  # topic, key, value
 _outbox_encoder = msgspec.msgpack.Encoder()
 _outbox_decoder = msgspec.msgpack.Decoder(list[tuple[str, bytes, bytes]])
+header_keys.install()  # every record readable, whatever its header keys
 
 
 def producer_config(settings: Settings) -> dict[str, Any]:

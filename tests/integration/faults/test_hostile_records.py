@@ -16,6 +16,21 @@ from surveil.runtime.config import kafka_client_config
 pytestmark = pytest.mark.faults
 
 
+class RawKey(str):
+    """A header key sent as ``raw``, whatever its bytes (kafka-python sends a key's ``encode()``;
+    librdkafka takes any bytes, and the broker stores them)."""
+
+    raw: bytes
+
+    def __new__(cls, raw: bytes) -> RawKey:
+        key = super().__new__(cls, raw.decode("latin-1"))
+        key.raw = raw
+        return key
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return self.raw
+
+
 def send(deployment: Deployment, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> None:
     """One record to ``topic``, as the admin: any key, value and headers a client may send."""
     producer = KafkaProducer(**kafka_client_config(deployment.bootstrap), acks="all")
@@ -65,3 +80,27 @@ def test_a_record_at_the_brokers_maximum_is_a_dead_letter_that_fits_and_the_runn
     assert letter.payload_bytes == len(value) and value.startswith(letter.payload)
     deployment.wait_until_consumed("settlement", timeout_s=60)
     assert deployment.alive("settlement")
+
+
+def test_a_header_key_that_is_not_utf8_is_read_and_refused_by_every_consumer(deployment: Deployment) -> None:
+    """Both Kafka clients decoded header keys as strict UTF-8: kafka-python's consumer raised at
+    every poll (the runner never got past the record), aiokafka's stopped the faust worker."""
+    services = ("table-controller", "settlement", "anomaly-detection")
+    deployment.start_all(services)  # each reads its topics from the start
+    headers = [(RawKey(b"\xff\xfe"), b"1"), ("signature", b"\xff")]
+    send(deployment, topics.SHOE, b"T01", b"not an event", headers)  # table-controller, anomaly-detection
+    send(deployment, topics.TABLE, b"T01", b"not an event", headers)  # settlement, anomaly-detection
+    letters = []
+    for service in services:
+        letters += [letter for letter in wait_for_letters(deployment, service, 4) if letter.service == service]
+    assert sorted((letter.service, letter.topic) for letter in letters) == sorted(
+        [
+            ("anomaly-detection", deployment.topic(topics.SHOE)),
+            ("anomaly-detection", deployment.topic(topics.TABLE)),
+            ("settlement", deployment.topic(topics.TABLE)),
+            ("table-controller", deployment.topic(topics.SHOE)),
+        ]
+    )
+    for service in services:
+        deployment.wait_until_consumed(service, timeout_s=120)
+        assert deployment.alive(service), deployment.log_tail(service, 60)
