@@ -72,7 +72,7 @@ class _Batch:
         return record
 
 
-class _Records(_MemoryRecordsPy):
+class _Records(_MemoryRecordsPy):  # type: ignore[misc]  # aiokafka is untyped
     """aiokafka's records of a fetch, each batch a ``_Batch``."""
 
     def next_batch(self, *args: Any) -> Any:
@@ -85,5 +85,5 @@ def install() -> None:
     """Make both clients read header keys that are not UTF-8 (once; idempotent)."""
     for batch in (kafka_records.DefaultRecordBatch, aiokafka_records._DefaultRecordBatchPy):
         if not getattr(batch._read_msg, "lenient", False):
-            batch._read_msg = _lenient(batch._read_msg)  # type: ignore[method-assign]
-    aiokafka.consumer.fetcher.MemoryRecords = _Records  # type: ignore[misc]
+            batch._read_msg = _lenient(batch._read_msg)
+    aiokafka.consumer.fetcher.MemoryRecords = _Records

@@ -4,14 +4,20 @@ value and size (up to the broker's maximum)."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from datetime import UTC, datetime
 
+import msgspec
 import pytest
 from kafka import KafkaProducer
 
 from integration.deployment import Deployment
-from surveil.events import deadletter, topics
-from surveil.runtime.config import kafka_client_config
+from surveil.anomaly_detection.app import FACTS, PATTERN_ALERTS
+from surveil.events import codec, deadletter, topics
+from surveil.events import models as m
+from surveil.runtime.config import Settings, kafka_client_config
+from surveil.shoe_reader.service import published_sequences
 
 pytestmark = pytest.mark.faults
 
@@ -40,12 +46,19 @@ def send(deployment: Deployment, topic: str, key: bytes | None, value: bytes | N
         producer.close()
 
 
+def readable(value: bytes) -> deadletter.DeadLetter | None:
+    try:
+        return deadletter.decode(value)
+    except msgspec.DecodeError:  # one a test wrote unreadable on purpose
+        return None
+
+
 def wait_for_letters(deployment: Deployment, service: str, expected: int, timeout: float = 90) -> list[deadletter.DeadLetter]:
     deadline = time.monotonic() + timeout
     letters: list[deadletter.DeadLetter] = []
     while time.monotonic() < deadline:
         assert deployment.alive(service), f"{service} died:\n{deployment.log_tail(service, 60)}"
-        letters = [deadletter.decode(v) for v in deployment.read_values(topics.DEADLETTER, expected, timeout=5)]
+        letters = [letter for v in deployment.read_values(topics.DEADLETTER, expected, timeout=5) if (letter := readable(v))]
         if len(letters) >= expected:
             return letters
     raise AssertionError(f"{len(letters)} dead letters, not {expected}, after {timeout} s:\n{deployment.log_tail(service, 60)}")
@@ -104,3 +117,49 @@ def test_a_header_key_that_is_not_utf8_is_read_and_refused_by_every_consumer(dep
     for service in services:
         deployment.wait_until_consumed(service, timeout_s=120)
         assert deployment.alive(service), deployment.log_tail(service, 60)
+
+
+def test_records_the_detectors_cannot_use_on_any_of_their_topics_are_dead_letters(deployment: Deployment) -> None:
+    """On every topic the faust worker reads, its internal ones too: a record it cannot use is a
+    dead letter (a letter it cannot read, on the dead-letter topic, is passed over), and the
+    worker goes on: a spoofed-signature letter after them all is still an alert."""
+    deployment.start("anomaly-detection")
+    deadline = time.monotonic() + 120
+    while not (deployment.partitions(FACTS) and deployment.partitions(PATTERN_ALERTS)):  # declared by the worker
+        assert time.monotonic() < deadline and deployment.alive("anomaly-detection"), deployment.log_tail("anomaly-detection", 60)
+        time.sleep(0.5)
+    now = datetime.now(UTC)
+    closed = codec.make(m.BetsClosed, m.BetsClosedData(table_id="T01", round_id="R1"), id="c1", source="test", time=now)
+    send(deployment, FACTS, b"P1", b"\x93garbage", [])
+    send(deployment, PATTERN_ALERTS, b"T01", codec.encode(closed), [])  # an event, but no alert
+    send(deployment, PATTERN_ALERTS, b"T01", b"{", [])
+    send(deployment, topics.TABLE, b"T01", None, [])  # a tombstone
+    unreadable = deadletter.encode(deadletter.dead_letter("table-controller", b"x", "spoofed", origin="o", key="T01", kind="signature"))
+    send(deployment, topics.DEADLETTER, b"T01", unreadable.replace(b'"payload_b64":"eA=="', b'"payload_b64":"!!"'), [])
+    spoofed = deadletter.dead_letter("table-controller", b"x", "spoofed", origin="o", topic="t", offset=7, key="T02", kind="signature")
+    send(deployment, topics.DEADLETTER, b"T02", deadletter.encode(spoofed), [])
+    letters = [x for x in wait_for_letters(deployment, "anomaly-detection", 5) if x.service == "anomaly-detection"]
+    assert sorted(x.topic or "" for x in letters) == sorted(
+        deployment.topic(t) for t in (FACTS, PATTERN_ALERTS, PATTERN_ALERTS, topics.TABLE)
+    )
+    alerts = [codec.decode(v) for v in deployment.read_values(topics.ALERTS, 1, timeout=60)]
+    assert [(a.data.rule, a.subject) for a in alerts if isinstance(a, m.AlertRaised)] == [("DEVICE_SIGNATURE", "T02")]
+    assert deployment.alive("anomaly-detection"), deployment.log_tail("anomaly-detection", 60)
+
+
+def test_the_shoe_reader_learns_its_last_sequences_whatever_else_the_shoe_topic_holds(deployment: Deployment) -> None:
+    """At its start the shoe-reader reads the tail of ``baccarat.shoe`` for the last sequence it
+    published per table: a record there that is not its own (no key, not JSON, an id without a
+    sequence) stopped it from starting at all."""
+    now = datetime.now(UTC)
+    started = codec.make(
+        m.ShoeStarted, m.ShoeStartedData(table_id="T01", shoe_id="S1", decks=8, automatic=False), id="T01:S1:7", source="t", time=now
+    )
+    for key, value in [(None, b"x"), (b"T01", b"\xff"), (b"T01", b'{"id": "T01:S1:x"}'), (b"\xff", b'{"id": "T02:S1:3"}')]:
+        send(deployment, topics.SHOE, key, value, [])
+    send(deployment, topics.SHOE, b"T01", codec.encode(started), [])
+    settings = dataclasses.replace(
+        Settings.from_env("shoe-reader"), kafka_bootstrap=deployment.bootstrap, topic_prefix=deployment.topic_prefix
+    )
+    assert published_sequences(settings) == {"T01": 7}
+    deployment.start("shoe-reader")  # it listens (Deployment.start waits for its port)
