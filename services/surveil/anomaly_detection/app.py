@@ -340,9 +340,17 @@ async def _write_changed(assigned: Set[TP]) -> None:
     those of partitions this worker still holds; returns once the broker has them all. Straight to
     the producer, past faust's buffer (it holds the streams back while it has over 100 messages),
     so the events go on while the commit waits."""
+    changelog = stage_changed(assigned)  # all set before the first await: an event in between reads what its table holds now
+    sent = [await app.producer.send(topic, key, value, partition, None, None) for topic, partition, key, value in changelog]
+    for delivered in sent:
+        await delivered
+
+
+def stage_changed(assigned: Set[TP]) -> list[tuple[str, int, bytes, bytes]]:
+    """The tables and charts changed since the last commit, of partitions in ``assigned``, set
+    into their faust tables: the changelog records to send, (topic, partition, key, value)."""
     streams = {tp.partition for tp in assigned if tp.topic in _TABLE_STREAMS}
     facts = {tp.partition for tp in assigned if tp.topic == facts_topic.get_topic_name()}
-    # All set before the first await: an event in between reads what its table holds now.
     changelog: list[tuple[str, int, bytes, bytes]] = []
     for key, watched in _changed.items():
         value = _encode(watched)
@@ -355,9 +363,7 @@ async def _write_changed(assigned: Set[TP]) -> None:
         _set(chart_table, key, _encode(charted), facts, changelog)
     _changed.clear()
     _changed_charts.clear()
-    sent = [await app.producer.send(topic, key, value, partition, None, None) for topic, partition, key, value in changelog]
-    for delivered in sent:
-        await delivered
+    return changelog
 
 
 def _set(table: Any, key: bytes, value: bytes, partitions: set[int], changelog: list[tuple[str, int, bytes, bytes]]) -> bool:

@@ -97,7 +97,7 @@ def _sequence(record: Any) -> tuple[str, int] | None:
     number); None for any other record: the topic may hold anything, and the reader must start."""
     try:
         table_id = record.key.decode()
-        seq = _id_decoder.decode(record.value).id.rpartition(":")[2]
+        seq = _id_decoder.decode(record.value or b"").id.rpartition(":")[2]
     except (AttributeError, UnicodeDecodeError, msgspec.DecodeError):
         return None
     return (table_id, int(seq)) if seq.isascii() and seq.isdigit() else None

@@ -5,6 +5,7 @@ value and size (up to the broker's maximum)."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from datetime import UTC, datetime
 
@@ -12,7 +13,10 @@ import msgspec
 import pytest
 from kafka import KafkaProducer
 
+from faults import live_fuzzing
+from faults.live_fuzzing import RawKey
 from integration.deployment import Deployment
+from support import seeds
 from surveil.anomaly_detection.app import FACTS, PATTERN_ALERTS
 from surveil.events import codec, deadletter, topics
 from surveil.events import models as m
@@ -21,20 +25,7 @@ from surveil.shoe_reader.service import published_sequences
 
 pytestmark = pytest.mark.faults
 
-
-class RawKey(str):
-    """A header key sent as ``raw``, whatever its bytes (kafka-python sends a key's ``encode()``;
-    librdkafka takes any bytes, and the broker stores them)."""
-
-    raw: bytes
-
-    def __new__(cls, raw: bytes) -> RawKey:
-        key = super().__new__(cls, raw.decode("latin-1"))
-        key.raw = raw
-        return key
-
-    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
-        return self.raw
+LIVE_RECORDS = int(os.environ.get("FUZZ_LIVE_RECORDS", "200"))
 
 
 def send(deployment: Deployment, topic: str, key: bytes | None, value: bytes | None, headers: list[tuple[str, bytes]]) -> None:
@@ -155,7 +146,7 @@ def test_the_shoe_reader_learns_its_last_sequences_whatever_else_the_shoe_topic_
     started = codec.make(
         m.ShoeStarted, m.ShoeStartedData(table_id="T01", shoe_id="S1", decks=8, automatic=False), id="T01:S1:7", source="t", time=now
     )
-    for key, value in [(None, b"x"), (b"T01", b"\xff"), (b"T01", b'{"id": "T01:S1:x"}'), (b"\xff", b'{"id": "T02:S1:3"}')]:
+    for key, value in [(None, b"x"), (b"T01", b"\xff"), (b"T01", None), (b"T01", b'{"id": "T01:S1:x"}'), (b"\xff", b'{"id": "T02:S1:3"}')]:
         send(deployment, topics.SHOE, key, value, [])
     send(deployment, topics.SHOE, b"T01", codec.encode(started), [])
     settings = dataclasses.replace(
@@ -163,3 +154,16 @@ def test_the_shoe_reader_learns_its_last_sequences_whatever_else_the_shoe_topic_
     )
     assert published_sequences(settings) == {"T01": 7}
     deployment.start("shoe-reader")  # it listens (Deployment.start waits for its port)
+
+
+def test_random_hostile_records_into_the_running_services_are_each_dead_lettered_and_none_stops(
+    deployment: Deployment, pytestconfig: pytest.Config
+) -> None:
+    """``faults/live_fuzzing.py``: a few hundred random records (any headers, keys, values, up to
+    the broker's maximum size) to every topic a service reads; each one dead-lettered by every
+    service that reads its topic; every service up and committed past them; the shoe-reader
+    starts over them. ``bench/fuzz.py --live`` sends thousands."""
+    seed = seeds.seed("FUZZ_SEED")
+    seeds.announce(pytestconfig, "live fuzzing", "FUZZ_SEED", seed)
+    verdict = live_fuzzing.fuzz_live(deployment, LIVE_RECORDS, seed)
+    assert verdict.records == LIVE_RECORDS and verdict.letters >= LIVE_RECORDS * 0.7
