@@ -4,12 +4,14 @@ never an exception; a dead letter of any payload fits under the broker's maximum
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 
+import event_samples as samples
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
-from surveil.events import deadletter, topics
+from surveil.events import codec, deadletter, topics
 from surveil.events.signing import DeviceKeys
 from surveil.runtime.config import Settings
 from surveil.runtime.kafka import producer_config
@@ -49,3 +51,13 @@ def test_the_broker_is_configured_with_the_maximum_the_dead_letters_are_sized_fo
     assert f"KAFKA_MESSAGE_MAX_BYTES: {topics.MAX_RECORD_BYTES}\n" in (root / "docker-compose.yml").read_text()
     assert producer_config(Settings.from_env("settlement"))["max_request_size"] == topics.MAX_RECORD_BYTES
     assert BROKER_MAXIMUM == topics.MAX_RECORD_BYTES
+
+
+@pytest.mark.parametrize("profile", ["p" * 251, "../profiles/sjm", "sjm/../sjm", "\x00"])
+def test_a_round_opened_naming_no_shipped_profile_is_an_invalid_event_whatever_the_name(profile: str) -> None:
+    """The profile's name made a file path: a name of 251 characters raised OSError (file name too
+    long) from the decoder, where only InvalidEventError is expected, and crashed the runner."""
+    raw = json.loads(codec.encode(samples.event("baccarat.round.opened")))
+    raw["data"]["profile"] = profile
+    with pytest.raises(codec.InvalidEventError, match="no house profile"):
+        codec.decode(json.dumps(raw).encode())
