@@ -93,10 +93,13 @@ class DisturbedInputs:
         with self.lock:
             self.to_copy = count
 
-    def hold_back(self, partition: int, seconds: float) -> None:
+    def hold_back(self, rng: random.Random, seconds: float) -> int:
+        """Hold back a partition the inputs went to so far (one with tables), drawn with ``rng``."""
         with self.lock:
             self._release(force=True)
+            partition = rng.choice(sorted(self.seen) or range(self.partitions))
             self.held_partition, self.held_until = partition, time.monotonic() + seconds
+            return partition
 
     def flush(self) -> None:
         with self.lock:
@@ -118,8 +121,12 @@ class DisturbedInputs:
             self.held, self.held_partition = [], None
 
 
-def faults(deployment: Deployment, inputs: DisturbedInputs, rng: random.Random, supervisor: Supervisor) -> dict[str, Callable[[], str]]:
-    """Each fault by name: it strikes, leaves what it hit running again, and says what it did."""
+INSTANT = ("inputs published again", "an inputs partition held back")  # they strike on their own timeline
+
+
+def faults(deployment: Deployment, inputs: DisturbedInputs, seed: str, supervisor: Supervisor) -> dict[str, Callable[[], str]]:
+    """Each fault by name: it strikes, leaves what it hit running again, and says what it did
+    (what it draws, from the seed and its name: the same whatever strikes before it)."""
 
     def kill(service: str) -> str:
         deployment.restart(service, pause=1.0)
@@ -137,13 +144,14 @@ def faults(deployment: Deployment, inputs: DisturbedInputs, rng: random.Random, 
         return f"restarted, serving again {time.monotonic() - killed:.0f} s later"
 
     def duplicate() -> str:
-        count = rng.randint(5, 30)
+        count = random.Random(f"{seed}:duplicate").randint(5, 30)
         inputs.duplicate(count)
         return f"the next {count} inputs published again"
 
     def hold_back() -> str:
-        partition, seconds = rng.choice(sorted(inputs.seen)), rng.uniform(5.0, 15.0)  # one with tables
-        inputs.hold_back(partition, seconds)
+        rng = random.Random(f"{seed}:hold back")
+        seconds = rng.uniform(5.0, 15.0)
+        partition = inputs.hold_back(rng, seconds)
         return f"partition {partition} of the inputs held back {seconds:.1f} s"
 
     chosen: dict[str, Callable[[], str]] = {f"kill -9 {service}": (lambda service=service: kill(service)) for service in SERVICES}  # type: ignore[misc]
@@ -230,7 +238,7 @@ def run_through(
         supervisor.check()
         time.sleep(0.5)
     chosen = os.environ.get("FAULTS")
-    named = faults(deployment, disturbed[0], rng, supervisor)
+    named = faults(deployment, disturbed[0], f"{SEED}:{wanted}", supervisor)
     schedule = sorted(
         (rng.uniform(0.0, STRIKE_WINDOW_S), name)
         for name in named
@@ -238,14 +246,25 @@ def run_through(
     )
     began = time.monotonic()
     done: list[str] = []
+
+    def strike(at: float, name: str) -> None:
+        struck = time.monotonic() - began
+        done.append(f"{name} at {struck:.1f} s (drawn {at:.1f} s): {named[name]()}")
+
+    # The disturbances of the inputs take no time: they strike at their point whatever else does.
+    timers = [threading.Timer(at, strike, (at, name)) for at, name in schedule if name in INSTANT]
+    for timer in timers:
+        timer.start()
     for at, name in schedule:
+        if name in INSTANT:
+            continue
         while time.monotonic() < began + at:
             supervisor.check()
             time.sleep(0.1)
-        struck = time.monotonic() - began
         with supervisor.lock:
-            what = named[name]()
-        done.append(f"{name} at {struck:.1f} s (drawn {at:.1f} s): {what}")
+            strike(at, name)
+    for timer in timers:
+        timer.join()
     still_playing = thread.is_alive()
     while thread.is_alive() and time.monotonic() < began + 600:
         supervisor.check()
@@ -259,6 +278,10 @@ def run_through(
     inputs = disturbed[0]
     print(f"\nseed {SEED} (FAULTS_SEED={SEED}); faults in order:\n  " + "\n  ".join(done))
     print(f"inputs published again: {len(inputs.copied)}; held back and released late: {inputs.late}")
+    struck = {line.split(" at ")[0] for line in done}
+    # A disturbance that met no input tested nothing: the floor must outlast it.
+    assert "inputs published again" not in struck or inputs.copied, "no input came to be published again"
+    assert "an inputs partition held back" not in struck or inputs.late, "no input came to be held back"
     print(f"started again after exiting while the broker was away: {supervisor.restarts or 'none'}")
     return offline_events(FLOOR), inputs
 
