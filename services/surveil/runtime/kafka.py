@@ -10,6 +10,10 @@ Per batch of polled records:
    per input partition and the batch's outputs per partition (the outbox);
 3. publish the outputs and the consumed offsets in one Kafka transaction.
 
+Whatever a record holds (any headers, key and value, any size up to the broker's maximum), step 1
+gives its outputs or its dead letter, and an output too large for the broker is a dead letter too
+(``_apply``): no record stops the runner, or leaves it retrying for ever.
+
 A crash before 2 loses nothing: the batch is read again. A crash between 2 and 3 leaves Redis one
 batch ahead of Kafka; when the partition is next assigned, the runner sees it, publishes the
 outbox in a transaction with the offsets, and resumes after it. Either way every input changes the
