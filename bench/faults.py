@@ -9,6 +9,7 @@ sets it up:
     set -a; . .stack/secrets/stack.env; set +a
     .venv/bin/python bench/faults.py --runs 20                       # the suite: tests/integration/faults/test_pipeline_faults.py
     .venv/bin/python bench/faults.py --runs 5 -- -k broker           # only the broker test
+    .venv/bin/python bench/faults.py --runs 3 --seed 1234            # a failed run's faults, again
 """
 
 from __future__ import annotations
@@ -32,6 +33,9 @@ def load() -> str:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=20, help="how many times to run the suite (default 20)")
+    parser.add_argument(
+        "--seed", type=int, default=None, help="every run with this seed (a failed run's, again); default: a new one each run"
+    )
     parser.add_argument("--logs", type=Path, default=Path("/tmp/surveil-faults-bench"), help="where each run's output goes")
     parser.add_argument("pytest_args", nargs="*", help="after --: pytest arguments instead of the suite")
     args = parser.parse_args()
@@ -43,7 +47,7 @@ def main() -> int:
     print(f"{args.runs} runs of {' '.join(args.pytest_args or SUITE)}; logs in {args.logs}; load average {load()}", flush=True)
     held = 0
     for number in range(1, args.runs + 1):
-        seed = random.SystemRandom().randrange(2**32)
+        seed = random.SystemRandom().randrange(2**32) if args.seed is None else args.seed
         log = args.logs / f"run-{number:03d}-seed-{seed}.log"
         began = time.monotonic()
         with log.open("wb") as out:
