@@ -74,7 +74,7 @@ def _size(rng: random.Random, most: int) -> int:
 
 def _bytes(rng: random.Random, size: int) -> bytes:
     head = rng.randbytes(min(size, 64))
-    return head + rng.choice([b"\x00", b"\xff", b"{", b"x", "é".encode()]) * (size - len(head))
+    return (head + rng.choice([b"\x00", b"\xff", b"{", b"x", "é".encode()]) * size)[:size]
 
 
 def hostile_record(rng: random.Random) -> Record:

@@ -10,7 +10,7 @@ exactly the table-controller's refusals of the inputs published again. A service
 when no fault killed it fails the test.
 
 The seed is new each run and printed; ``FAULTS_SEED=<seed>`` runs the same faults at the same
-points again (``bench/faults.py`` runs the suite many times and counts the runs that held). The
+points again (``bench/fault_runs.py`` runs the suite many times and counts the runs that held). The
 broker and Redis faults need the ones ``ops/stack.sh`` runs (the tests skip otherwise).
 """
 

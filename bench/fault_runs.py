@@ -7,9 +7,9 @@ Needs the stack (``ops/stack.sh up`` on your ports) and its admin environment, a
 sets it up:
 
     set -a; . .stack/secrets/stack.env; set +a
-    .venv/bin/python bench/faults.py --runs 20                       # the suite: tests/integration/faults/test_pipeline_faults.py
-    .venv/bin/python bench/faults.py --runs 5 -- -k broker           # only the broker test
-    .venv/bin/python bench/faults.py --runs 3 --seed 1234            # a failed run's faults, again
+    .venv/bin/python bench/fault_runs.py --runs 20                       # the suite: tests/integration/faults/test_pipeline_faults.py
+    .venv/bin/python bench/fault_runs.py --runs 5 -- -k broker           # only the broker test
+    .venv/bin/python bench/fault_runs.py --runs 3 --seed 1234            # a failed run's faults, again
 """
 
 from __future__ import annotations
