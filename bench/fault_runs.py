@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import re
 import subprocess
 import sys
 import time
@@ -59,7 +60,7 @@ def main() -> int:
                 stderr=subprocess.STDOUT,
             )
         text = log.read_text(errors="replace")
-        summary = [line for line in text.splitlines() if line.startswith(("PASSED", "FAILED", "ERROR", "SKIPPED"))]
+        summary = [line for line in text.splitlines() if re.match(r"(PASSED|FAILED|ERROR|SKIPPED) tests/", line)]  # pytest -rA's
         ok = done.returncode == 0 and bool(summary) and not any(line.startswith(("SKIPPED", "ERROR")) for line in summary)
         held += ok
         verdict = "held" if ok else f"FAILED (exit {done.returncode})"

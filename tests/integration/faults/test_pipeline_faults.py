@@ -225,64 +225,70 @@ def run_through(
     rng = random.Random(f"{SEED}:{wanted}")
     deployment.start_all()
     supervisor = Supervisor(deployment)
-    disturbed: list[DisturbedInputs] = []
+    timers: list[threading.Timer] = []
+    try:
+        disturbed: list[DisturbedInputs] = []
 
-    def disturb(publisher: Publisher) -> DisturbedInputs:
-        disturbed.append(DisturbedInputs(publisher, int(os.environ.get("PARTITIONS", "6"))))
-        return disturbed[0]
+        def disturb(publisher: Publisher) -> DisturbedInputs:
+            disturbed.append(DisturbedInputs(publisher, int(os.environ.get("PARTITIONS", "6"))))
+            return disturbed[0]
 
-    thread, outcome = deployment.play_in_background(Floor(**FLOOR), PACE, disturb)
-    deadline = time.monotonic() + 120
-    while not all(deployment.committed_offsets(service) for service in CONSUMES):  # all running
-        assert time.monotonic() < deadline, f"the services did not start consuming\n{deployment.log_text()}"
-        supervisor.check()
-        time.sleep(0.5)
-    chosen = os.environ.get("FAULTS")
-    named = faults(deployment, disturbed[0], f"{SEED}:{wanted}", supervisor)
-    schedule = sorted(
-        (rng.uniform(0.0, STRIKE_WINDOW_S), name)
-        for name in named
-        if any(word in name for word in wanted) and (not chosen or any(word in name for word in chosen.split(",")))
-    )
-    began = time.monotonic()
-    done: list[str] = []
-
-    def strike(at: float, name: str) -> None:
-        struck = time.monotonic() - began
-        done.append(f"{name} at {struck:.1f} s (drawn {at:.1f} s): {named[name]()}")
-
-    # The disturbances of the inputs take no time: they strike at their point whatever else does.
-    timers = [threading.Timer(at, strike, (at, name)) for at, name in schedule if name in INSTANT]
-    for timer in timers:
-        timer.start()
-    for at, name in schedule:
-        if name in INSTANT:
-            continue
-        while time.monotonic() < began + at:
+        thread, outcome = deployment.play_in_background(Floor(**FLOOR), PACE, disturb)
+        deadline = time.monotonic() + 120
+        while not all(deployment.committed_offsets(service) for service in CONSUMES):  # all running
+            assert time.monotonic() < deadline, f"the services did not start consuming\n{deployment.log_text()}"
             supervisor.check()
-            time.sleep(0.1)
-        with supervisor.lock:
-            strike(at, name)
-    for timer in timers:
-        timer.join()
-    still_playing = thread.is_alive()
-    while thread.is_alive() and time.monotonic() < began + 600:
-        supervisor.check()
-        thread.join(timeout=1.0)
-    assert not thread.is_alive() and "error" not in outcome, outcome
-    assert still_playing, f"the floor was over before the last fault ({done[-1]}): make it longer"
-    for service in ("table-controller", "settlement", "anomaly-detection"):
-        deployment.wait_until_consumed(service, timeout_s=300, check_alive=False)
-        supervisor.check()
-    supervisor.stop()
-    inputs = disturbed[0]
-    print(f"\nseed {SEED} (FAULTS_SEED={SEED}); faults in order:\n  " + "\n  ".join(done))
-    print(f"inputs published again: {len(inputs.copied)}; held back and released late: {inputs.late}")
-    struck = {line.split(" at ")[0] for line in done}
-    # A disturbance that met no input tested nothing: the floor must outlast it.
-    assert "inputs published again" not in struck or inputs.copied, "no input came to be published again"
-    assert "an inputs partition held back" not in struck or inputs.late, "no input came to be held back"
-    print(f"started again after exiting while the broker was away: {supervisor.restarts or 'none'}")
+            time.sleep(0.5)
+        chosen = os.environ.get("FAULTS")
+        named = faults(deployment, disturbed[0], f"{SEED}:{wanted}", supervisor)
+        schedule = sorted(
+            (rng.uniform(0.0, STRIKE_WINDOW_S), name)
+            for name in named
+            if any(word in name for word in wanted) and (not chosen or any(word in name for word in chosen.split(",")))
+        )
+        began = time.monotonic()
+        done: list[str] = []
+
+        def strike(at: float, name: str) -> None:
+            struck = time.monotonic() - began
+            done.append(f"{name} at {struck:.1f} s (drawn {at:.1f} s): {named[name]()}")
+
+        # The disturbances of the inputs take no time: they strike at their point whatever else does.
+        timers += [threading.Timer(at, strike, (at, name)) for at, name in schedule if name in INSTANT]
+        for timer in timers:
+            timer.start()
+        for at, name in schedule:
+            if name in INSTANT:
+                continue
+            while time.monotonic() < began + at:
+                supervisor.check()
+                time.sleep(0.1)
+            with supervisor.lock:
+                strike(at, name)
+        for timer in timers:
+            timer.join()
+        still_playing = thread.is_alive()
+        while thread.is_alive() and time.monotonic() < began + 600:
+            supervisor.check()
+            thread.join(timeout=1.0)
+        assert not thread.is_alive() and "error" not in outcome, outcome
+        assert still_playing, f"the floor was over before the last fault ({done[-1]}): make it longer"
+        for service in ("table-controller", "settlement", "anomaly-detection"):
+            deployment.wait_until_consumed(service, timeout_s=300, check_alive=False)
+            supervisor.check()
+        supervisor.stop()
+        inputs = disturbed[0]
+        print(f"\nseed {SEED} (FAULTS_SEED={SEED}); faults in order:\n  " + "\n  ".join(done))
+        print(f"inputs published again: {len(inputs.copied)}; held back and released late: {inputs.late}")
+        struck = {line.split(" at ")[0] for line in done}
+        # A disturbance that met no input tested nothing: the floor must outlast it.
+        assert "inputs published again" not in struck or inputs.copied, "no input came to be published again"
+        assert "an inputs partition held back" not in struck or inputs.late, "no input came to be held back"
+        print(f"started again after exiting while the broker was away: {supervisor.restarts or 'none'}")
+    finally:  # a test that failed leaves nothing striking, or starting services, in its teardown
+        for timer in timers:
+            timer.cancel()
+        supervisor.done.set()
     return offline_events(FLOOR), inputs
 
 
