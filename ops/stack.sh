@@ -289,6 +289,8 @@ authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
 super.users=User:admin
 allow.everyone.if.no.acl.found=false
 log.dirs=$KDIR/data
+# The largest record batch: surveil.events.topics.MAX_RECORD_BYTES, which dead letters fit under.
+message.max.bytes=1048576
 # One node: every internal topic has a single replica. Auto-created topics get the shared
 # partition count, so a topic a client creates by accident still co-partitions.
 num.partitions=$PARTITIONS

@@ -921,9 +921,12 @@ class HandlerConsumer:
 # ---- the consumers, and running them ----------------------------------------------------------
 
 
+@cache
 def consumers() -> dict[str, Any]:
+    from faults import record_fuzzing  # Kafka records through each service's own per-record path
+
     mat = material()
-    return {
+    found = {
         "table-controller/baccarat.shoe": ProcessorConsumer(
             "table-controller/baccarat.shoe", TableController, topics.SHOE, mat.controller_input
         ),
@@ -939,6 +942,7 @@ def consumers() -> dict[str, Any]:
         "shoe-reader/parse_line": ParserConsumer(),
         "shoe-reader/LineHandler": HandlerConsumer(),
     }
+    return found | record_fuzzing.consumers(found)
 
 
 def check(consumer: Any, case: Any, verdict: Verdict, strict: bool) -> None:

@@ -17,10 +17,12 @@ from pathlib import Path
 
 import pytest
 import redis
+from kafka import KafkaAdminClient
 
 from integration.deployment import Deployment
 from surveil.events.topics import ALL_TOPICS
 from surveil.runtime.access import PrefixAccess
+from surveil.runtime.config import kafka_client_config
 from surveil.runtime.topic_admin import create_topics, delete_topics
 
 
@@ -134,3 +136,11 @@ def deployment(
         yield deployment
     finally:
         deployment.stop_all()
+        # The topics the services made for themselves (faust's changelogs, its internal topics):
+        # left behind, they are hundreds of partitions that each broker restart loads again.
+        admin = KafkaAdminClient(**kafka_client_config(kafka_bootstrap))
+        try:
+            made = [name for name in admin.list_topics() if name.startswith(topic_prefix) and name not in unique_topics.values()]
+        finally:
+            admin.close()
+        delete_topics(kafka_bootstrap, made)

@@ -24,7 +24,7 @@ import threading
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -204,23 +204,28 @@ class Deployment:
     def device_keys(self) -> DeviceKeys:
         return DeviceKeys(self.device_secret)
 
-    def publisher(self, principal: str = FLOOR_SIMULATOR, keys: DeviceKeys | None = None) -> Publisher:
-        """A publisher as ``principal`` (the floor's devices by default, signing with ``keys``)."""
+    def publisher(self, principal: str = FLOOR_SIMULATOR, keys: DeviceKeys | None = None, **overrides: Any) -> Publisher:
+        """A publisher as ``principal`` (the floor's devices by default, signing with ``keys``;
+        ``overrides``: the producer's settings)."""
         settings = dataclasses.replace(Settings.from_env(principal), kafka_bootstrap=self.bootstrap, topic_prefix=self.topic_prefix)
         if self.access is not None:
             settings = self.access.settings(settings, principal)
-        return Publisher(settings, keys)
+        return Publisher(settings, keys, **overrides)
 
-    def play(self, floor: Floor, pace: float) -> LiveRun:
+    def play(self, floor: Floor, pace: float, inputs: Callable[[Publisher], Any] = lambda publisher: publisher) -> LiveRun:
         """Play ``floor`` (anything with ``actions()``) live: its shoes' lines, signed, to the
-        shoe-reader; its inputs, signed, to ``baccarat.inputs`` as the floor simulator."""
+        shoe-reader; its inputs, signed, to ``baccarat.inputs`` as the floor simulator, through
+        ``inputs(publisher)`` (anything with ``publish`` and ``flush``: the publisher itself by
+        default; a test's disturbance of them)."""
         keys = self.device_keys()
-        publisher = self.publisher(FLOOR_SIMULATOR, keys)
+        # A device keeps trying while the broker is away: a broker killed in a test can take
+        # longer than the publisher's two minutes to come back on a busy machine.
+        publisher = self.publisher(FLOOR_SIMULATOR, keys, delivery_timeout_ms=900_000)
 
         async def go() -> LiveRun:
             gateway = ShoeGateway("127.0.0.1", self.reader_port)
             try:
-                return await play_live(floor, publisher, gateway, pace, keys=keys)
+                return await play_live(floor, inputs(publisher), gateway, pace, keys=keys)
             finally:
                 await gateway.close()
 
@@ -229,13 +234,15 @@ class Deployment:
         finally:
             publisher.close()
 
-    def play_in_background(self, floor: Floor, pace: float) -> tuple[threading.Thread, dict[str, Any]]:
+    def play_in_background(
+        self, floor: Floor, pace: float, inputs: Callable[[Publisher], Any] = lambda publisher: publisher
+    ) -> tuple[threading.Thread, dict[str, Any]]:
         """``play`` in a thread; the outcome dict gets ``run`` (the LiveRun) or ``error``."""
         outcome: dict[str, Any] = {}
 
         def run() -> None:
             try:
-                outcome["run"] = self.play(floor, pace)
+                outcome["run"] = self.play(floor, pace, inputs)
             except BaseException as error:  # reported by the test
                 outcome["error"] = error
 

@@ -40,6 +40,7 @@ from typing import Any
 
 import faust
 import msgspec
+import structlog
 from faust.types import TP
 
 from ..detect import patterns
@@ -48,7 +49,7 @@ from ..detect.devices import signature_finding
 from ..detect.floor import chart_finding
 from ..detect.watch import DealerRound, Fact, PatronBet, TableState, TableWatch
 from ..events import codec, deadletter, topics
-from ..events.models import AlertRaised
+from ..events.models import AlertRaised, Event
 from ..runtime import logs
 from ..runtime.config import Settings
 from ..runtime.kafka import partition_for
@@ -59,6 +60,7 @@ SERVICE = "anomaly-detection"
 RECENT_OUTPUTS = 256  # per table or chart: more than a worker has in flight when it dies
 
 settings = Settings.from_env(SERVICE)
+log = structlog.get_logger().bind(service=SERVICE)
 
 
 class Output(msgspec.Struct, array_like=True):
@@ -124,6 +126,7 @@ app = App(
     value_serializer="raw",
     web_enabled=False,
     producer_acks=-1,
+    producer_max_request_size=topics.MAX_RECORD_BYTES,
     broker_session_timeout=10.0,  # a killed worker's partitions move on after 10 s, not 60
     broker_heartbeat_interval=3.0,
     broker_commit_interval=1.0,  # what a crash can make it republish: about a second's outputs
@@ -195,45 +198,93 @@ async def _publish(outputs: list[Output]) -> None:
 async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
     async for event in stream.events():
         message = event.message
-        topic = message.topic.removeprefix(settings.topic_prefix)
-        source = f"{topic}:{message.offset}"
-        raw: bytes = event.value
-        if topic == topics.DEADLETTER:
-            await _refused_device_message(raw, source)
-            continue
-        try:
-            decoded = codec.decode(raw)
-            if topic != PATTERN_ALERTS and decoded.topic != topic:  # it would be read as what it is not
-                raise codec.InvalidEventError(f"a {decoded.event_type} event travels on {decoded.topic}, not on {topic}")
-        except codec.InvalidEventError as error:
-            letter = deadletter.dead_letter(
-                SERVICE, raw, str(error), origin=message.topic, topic=message.topic, partition=message.partition, offset=message.offset
-            )
-            await deadletters_topic.send(key=event.key or b"", value=deadletter.encode(letter), headers=list(HEADERS[topics.DEADLETTER]))
-            metrics.DEAD_LETTERS.labels(SERVICE, message.topic).inc()
-            continue
-        key = decoded.subject.encode()
-        watched = _watch_of(key, decoded.subject)
-        if watched.outbox.seen(topic, message.offset):
-            await _publish(watched.outbox.of(topic, message.offset))
-            continue
-        with _changing(_changed, key, watched):
-            if topic == PATTERN_ALERTS:
-                assert isinstance(decoded, AlertRaised)
-                outputs = _alert_outputs(source, [decoded], watched)
-            else:
-                table_watch = TableWatch(watched.state)
-                raised, facts = table_watch.feed(decoded)
-                outputs = _alert_outputs(source, [raise_alert(r.finding, r.context, r.time) for r in raised], watched)
-                outputs += [Output(source, "facts", fact.key.encode(), _encode(fact)) for fact in facts]
-                metrics.ROUNDS_CHECKED.inc(table_watch.rounds_checked)
-                metrics.table_event(decoded, watched.state)
-                now = time.time()
-                metrics.EVENT_LATENCY.labels(topic).observe(max(now - decoded.time.timestamp(), 0.0))
-                metrics.QUEUE_LATENCY.labels(topic).observe(max(now - message.timestamp, 0.0))
-            watched.outbox.record(topic, message.offset, outputs)
-        await _publish(outputs)
+        await _publish(watch_record(message.topic, message.partition, message.offset, message.timestamp, event.key, event.value))
         yield None
+
+
+def watch_record(name: str, partition: int, offset: int, timestamp: float, key: bytes | None, raw: bytes | None) -> list[Output]:
+    """What a record of the watched topics makes (alerts, facts), or its dead letter: never an
+    exception, whatever its key, value and size, so that no record can stop the worker (faust
+    restarts a crashed agent, and the record is lost without a word). A dead letter that cannot
+    be read is passed over: a dead letter of a dead letter could loop."""
+    topic = name.removeprefix(settings.topic_prefix)
+    try:
+        if topic == topics.DEADLETTER:
+            return _refused_device_message(raw or b"", f"{topic}:{offset}")
+        decoded = codec.decode(raw or b"")
+        travels_on = topics.ALERTS if topic == PATTERN_ALERTS else topic  # the pattern alerts come back
+        if decoded.topic != travels_on:  # it would be read as what it is not
+            raise codec.InvalidEventError(f"a {decoded.event_type} event travels on {decoded.topic}, not on {topic}")
+        return _watched_event(decoded, name, partition, offset, timestamp)
+    except Exception as error:
+        if topic == topics.DEADLETTER:
+            log.exception("a dead letter could not be read", offset=offset)
+            return []
+        return [_dead_letter(name, partition, offset, key, raw or b"", error)]
+
+
+def _watched_event(decoded: Event, name: str, partition: int, offset: int, timestamp: float) -> list[Output]:
+    topic = name.removeprefix(settings.topic_prefix)
+    source = f"{topic}:{offset}"
+    key = decoded.subject.encode()
+    watched = _watch_of(key, decoded.subject)
+    if watched.outbox.seen(topic, offset):
+        return watched.outbox.of(topic, offset)
+    with _changing(_changed, key, watched):
+        if isinstance(decoded, AlertRaised):  # a pattern alert, back to its table's chain
+            outputs = _alert_outputs(source, [decoded], watched)
+        else:
+            table_watch = TableWatch(watched.state)
+            raised, facts = table_watch.feed(decoded)
+            outputs = _alert_outputs(source, [raise_alert(r.finding, r.context, r.time) for r in raised], watched)
+            outputs += [Output(source, "facts", fact.key.encode(), _encode(fact)) for fact in facts]
+            metrics.ROUNDS_CHECKED.inc(table_watch.rounds_checked)
+            metrics.table_event(decoded, watched.state)
+            now = time.time()
+            metrics.EVENT_LATENCY.labels(topic).observe(max(now - decoded.time.timestamp(), 0.0))
+            metrics.QUEUE_LATENCY.labels(topic).observe(max(now - timestamp, 0.0))
+        outputs = [_fitting(output, name, partition, offset) for output in outputs]  # as kept, for a redelivery
+        watched.outbox.record(topic, offset, outputs)
+    return outputs
+
+
+def _dead_letter(name: str, partition: int | None, offset: int, key: bytes | None, payload: bytes, error: Exception) -> Output:
+    """The dead letter of a record the detectors cannot use (``InvalidEventError``: not the
+    contract), or that they failed on (a bug: logged)."""
+    kind = deadletter.INVALID
+    if not isinstance(error, codec.InvalidEventError):
+        log.exception("processing failed", topic=name, partition=partition, offset=offset)
+        kind = deadletter.INTERNAL
+    reason = str(error) if kind == deadletter.INVALID else f"internal error: {type(error).__name__}: {error}"
+    return _letter(name, partition, offset, key, payload, reason, kind)
+
+
+def _fitting(output: Output, name: str, partition: int | None, offset: int) -> Output:
+    """An output, or its dead letter if it is too large for the broker (its send would fail, and
+    the worker with it, at every restart)."""
+    if output.topic == topics.DEADLETTER or topics.fits(output.key, output.value):
+        return output
+    reason = (
+        f"its output to {output.topic} is {len(output.key) + len(output.value):,} bytes, over the broker's maximum record: not published"
+    )
+    log.error("output too large", topic=name, offset=offset, output=output.topic, size=len(output.value))
+    return _letter(name, partition, offset, output.key, output.value, reason, deadletter.INTERNAL)
+
+
+def _letter(name: str, partition: int | None, offset: int, key: bytes | None, payload: bytes, reason: str, kind: str) -> Output:
+    metrics.DEAD_LETTERS.labels(SERVICE, name).inc()
+    letter = deadletter.dead_letter(
+        SERVICE,
+        payload,
+        reason,
+        origin=name,
+        topic=name,
+        partition=partition,
+        offset=offset,
+        key=key.decode(errors="replace") if key else None,
+        kind=kind,
+    )
+    return Output(f"{name}:{offset}", topics.DEADLETTER, deadletter.record_key(key), deadletter.encode(letter))
 
 
 _TABLE_STREAMS = {settings.topic(name): name for name in (topics.SHOE, topics.TABLE, topics.SETTLEMENT)}
@@ -301,9 +352,19 @@ async def _write_changed(assigned: Set[TP]) -> None:
     those of partitions this worker still holds; returns once the broker has them all. Straight to
     the producer, past faust's buffer (it holds the streams back while it has over 100 messages),
     so the events go on while the commit waits."""
+    changelog = stage_changed(assigned)  # all set before the first await: an event in between reads what its table holds now
+    sent = [
+        await app.producer.send(topic, key, value, partition, None, list(MSGPACK_HEADERS)) for topic, partition, key, value in changelog
+    ]
+    for delivered in sent:
+        await delivered
+
+
+def stage_changed(assigned: Set[TP]) -> list[tuple[str, int, bytes, bytes]]:
+    """The tables and charts changed since the last commit, of partitions in ``assigned``, set
+    into their faust tables: the changelog records to send, (topic, partition, key, value)."""
     streams = {tp.partition for tp in assigned if tp.topic in _TABLE_STREAMS}
     facts = {tp.partition for tp in assigned if tp.topic == facts_topic.get_topic_name()}
-    # All set before the first await: an event in between reads what its table holds now.
     changelog: list[tuple[str, int, bytes, bytes]] = []
     for key, watched in _changed.items():
         value = _encode(watched)
@@ -316,11 +377,7 @@ async def _write_changed(assigned: Set[TP]) -> None:
         _set(chart_table, key, _encode(charted), facts, changelog)
     _changed.clear()
     _changed_charts.clear()
-    sent = [
-        await app.producer.send(topic, key, value, partition, None, list(MSGPACK_HEADERS)) for topic, partition, key, value in changelog
-    ]
-    for delivered in sent:
-        await delivered
+    return changelog
 
 
 def _set(table: Any, key: bytes, value: bytes, partitions: set[int], changelog: list[tuple[str, int, bytes, bytes]]) -> bool:
@@ -339,43 +396,55 @@ app.before_commit = _write_changed
 app.commit_timeout = float(os.environ.get("COMMIT_TIMEOUT_S", app.commit_timeout))
 
 
-async def _refused_device_message(raw: bytes, source: str) -> None:
+def _refused_device_message(raw: bytes, source: str) -> list[Output]:
     """A dead letter of a device message with a bad signature: an alert for the table it names."""
     try:
         letter = deadletter.decode(raw)
     except msgspec.DecodeError:
-        return  # not ours to judge: a dead letter is already where bad input ends
+        return []  # not ours to judge: a dead letter is already where bad input ends
     found = signature_finding(letter)
     if found is None:
-        return
+        return []
     key = found.context.table_id.encode()
     watched = _watch_of(key, found.context.table_id)
     topic, _, offset = source.rpartition(":")
     if watched.outbox.seen(topic, int(offset)):
-        await _publish(watched.outbox.of(topic, int(offset)))
-        return
+        return watched.outbox.of(topic, int(offset))
     with _changing(_changed, key, watched):
         outputs = _alert_outputs(source, [raise_alert(found.finding, found.context, found.time)], watched)
+        outputs = [_fitting(output, topic, None, int(offset)) for output in outputs]
         watched.outbox.record(topic, int(offset), outputs)
-    await _publish(outputs)
+    return outputs
 
 
 @app.agent(facts_topic)
 async def chart(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
     async for event in stream.events():
         message = event.message
-        fact: Fact = _facts.decode(event.value)
-        key = fact.key.encode()
-        charted = _chart_of(key)
-        if charted.outbox.seen("facts", message.offset):
-            await _publish(charted.outbox.of("facts", message.offset))
-            continue
-        with _changing(_changed_charts, key, charted):
+        await _publish(chart_record(message.topic, message.partition, message.offset, event.key, event.value))
+        yield None
+
+
+def chart_record(name: str, partition: int, offset: int, key: bytes | None, raw: bytes | None) -> list[Output]:
+    """What a pattern fact makes (a pattern alert, back to its table's watch), or its dead
+    letter; never an exception (``watch_record``)."""
+    try:
+        fact: Fact = _facts.decode(raw or b"")
+    except msgspec.DecodeError as error:
+        return [_dead_letter(name, partition, offset, key, raw or b"", codec.InvalidEventError(f"not a pattern fact: {error}"))]
+    try:
+        fact_key = fact.key.encode()
+        charted = _chart_of(fact_key)
+        if charted.outbox.seen("facts", offset):
+            return charted.outbox.of("facts", offset)
+        with _changing(_changed_charts, fact_key, charted):
             found = chart_finding(charted.chart, fact)
             outputs = []
             if found:
                 alert = raise_alert(found.finding, found.context, found.time)
-                outputs.append(Output(f"facts:{message.offset}", PATTERN_ALERTS, alert.subject.encode(), codec.encode(alert)))
-            charted.outbox.record("facts", message.offset, outputs)
-        await _publish(outputs)
-        yield None
+                outputs.append(Output(f"facts:{offset}", PATTERN_ALERTS, alert.subject.encode(), codec.encode(alert)))
+            outputs = [_fitting(output, name, partition, offset) for output in outputs]
+            charted.outbox.record("facts", offset, outputs)
+    except Exception as error:
+        return [_dead_letter(name, partition, offset, key, raw or b"", error)]
+    return outputs

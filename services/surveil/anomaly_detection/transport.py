@@ -49,7 +49,10 @@ from faust.transport.drivers import aiokafka
 from faust.types import TP
 from faust.utils.functional import consecutive_numbers
 
+from ..runtime import header_keys
 from . import metrics
+
+header_keys.install()  # every record readable, whatever its header keys
 
 SLOW_COMMIT_S = 2.0  # a commit takes tens of milliseconds; one this slow is worth a line in the log
 

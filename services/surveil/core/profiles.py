@@ -95,9 +95,9 @@ def profile_names() -> list[str]:
 @cache
 def load_profile(name: str = DEFAULT_PROFILE) -> HouseProfile:
     """The named profile shipped in ``surveil/profiles/``."""
+    if name not in profile_names():  # before any path is made of it: a name may be anything an event holds
+        raise InvalidProfileError(f"no house profile {name[:100]!r}; known: {', '.join(profile_names())}")
     path = resources.files("surveil") / "profiles" / f"{name}.toml"
-    if not path.is_file():
-        raise InvalidProfileError(f"no house profile {name!r}; known: {', '.join(profile_names())}")
     profile = parse_profile(path.read_text(encoding="utf-8"), f"{name}.toml")
     if profile.name != name:
         raise InvalidProfileError(f"house profile {name}.toml: `name` is {profile.name!r}, not {name!r}")

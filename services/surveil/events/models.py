@@ -26,7 +26,11 @@ Amount = Annotated[int, msgspec.Meta(ge=0, le=10**12, description="currency unit
 SignedAmount = Annotated[int, msgspec.Meta(ge=-(2**53 - 1), le=2**53 - 1, description="currency units, signed")]
 Index = Annotated[int, msgspec.Meta(ge=1, le=100_000, description="1-based position out of the shoe, burns included")]
 CardCount = Annotated[int, msgspec.Meta(ge=0, le=100_000)]
-Id = Annotated[str, msgspec.Meta(min_length=1)]
+# Ids, texts and lists are bounded as well, so that no one event can swell what a service keeps
+# (two bets with patron ids of 600 KB made a table's detector state larger than a broker record).
+Id = Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+Text = Annotated[str, msgspec.Meta(max_length=4000)]
+Indices = Annotated[list[Index], msgspec.Meta(max_length=1000)]
 Decks = Annotated[int, msgspec.Meta(ge=6, le=12)]
 Seat = Annotated[str, msgspec.Meta(pattern=r"^([1-9][0-9]?|standing)$", description="a seat number, or standing")]
 # Where a bet's chips lie on the layout: the box of a seat (its number), or the standing bettors' area.
@@ -83,7 +87,7 @@ class RoundOpenedData(Data, frozen=True, kw_only=True, omit_defaults=True):
     min_bet: Amount
     max_bet: Amount
     currency: Annotated[str, msgspec.Meta(pattern=r"^[A-Z]{3}$")]
-    carried_bet_ids: list[Id]
+    carried_bet_ids: Annotated[list[Id], msgspec.Meta(max_length=1000)]
     seats: Seats | None = None  # added in v1.2: absent from older logs
 
     def __post_init__(self) -> None:  # an unknown profile is an InvalidProfileError, a ValueError
@@ -125,7 +129,7 @@ class BetsClosedData(Data, frozen=True, kw_only=True):
 class CardsBurnedData(Data, frozen=True, kw_only=True):
     shoe_id: Id
     round_id: Id | None
-    indices: list[Index]
+    indices: Indices
 
 
 class HandCard(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
@@ -136,8 +140,8 @@ class HandCard(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class RoundCompletedData(Data, frozen=True, kw_only=True):
     shoe_id: Id
     round_id: Id
-    player: list[HandCard]
-    banker: list[HandCard]
+    player: Annotated[list[HandCard], msgspec.Meta(max_length=1000)]
+    banker: Annotated[list[HandCard], msgspec.Meta(max_length=1000)]
     player_total: Total
     banker_total: Total
     outcome: Outcome
@@ -155,11 +159,11 @@ class PlacedCard(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 
 class RoundVoidedData(Data, frozen=True, kw_only=True, omit_defaults=True):
     round_id: Id
-    reason: str
+    reason: Text
     # The cards dealt to each hand before the void, in the order dealt (added in v1.2: absent from
     # older logs, where the detectors take the cards burned for the round).
-    player: list[PlacedCard] | None = None
-    banker: list[PlacedCard] | None = None
+    player: Annotated[list[PlacedCard], msgspec.Meta(max_length=3)] | None = None
+    banker: Annotated[list[PlacedCard], msgspec.Meta(max_length=3)] | None = None
 
 
 # ---- baccarat.settlement ------------------------------------------------------------------
@@ -192,7 +196,7 @@ class AlertRaisedData(Data, frozen=True, kw_only=True, omit_defaults=True):
     rule: Id
     article: Id
     severity: Literal["info", "warning", "critical"]
-    summary: Id
+    summary: Annotated[str, msgspec.Meta(min_length=1, max_length=4000)]
     shoe_id: Id | None = None
     round_id: Id | None = None
     bet_id: Id | None = None
@@ -280,7 +284,7 @@ class BetsCloseInput(Data, frozen=True, kw_only=True):
 class CardsBurnInput(Data, frozen=True, kw_only=True):
     """The dealer discarded these cards (by shoe index) instead of dealing them."""
 
-    indices: list[Index]
+    indices: Indices
 
 
 class CardPlaceInput(Data, frozen=True, kw_only=True):
@@ -307,7 +311,7 @@ class ResultInput(Data, frozen=True, kw_only=True):
 
 
 class RoundVoidInput(Data, frozen=True, kw_only=True):
-    reason: str
+    reason: Text
 
 
 # ---- the envelope -------------------------------------------------------------------------

@@ -54,6 +54,7 @@ class DeviceKeys:
         """Why ``signature`` does not prove ``payload`` came from ``device``; None when it does."""
         if not signature:
             return f"no signature: every message of {device} must be signed"
-        if not hmac.compare_digest(signature, self.sign(device, payload)):
+        # A signature is hex: other text is no signature (and compare_digest refuses non-ASCII).
+        if not signature.isascii() or not hmac.compare_digest(signature, self.sign(device, payload)):
             return f"the signature is not {device}'s: a spoofed or altered message"
         return None

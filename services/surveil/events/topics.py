@@ -11,6 +11,17 @@ not an event), anomaly-detection's internal records MessagePack (``application/v
 
 from __future__ import annotations
 
+# The largest record (key, value, headers and framing) any topic takes: the broker's
+# message.max.bytes (ops/stack.sh, docker-compose.yml) and every producer's max.request.size.
+MAX_RECORD_BYTES = 1_048_576
+RECORD_FRAMING = 512  # bytes a record takes besides its key and value (no headers): more than enough
+
+
+def fits(key: bytes, value: bytes) -> bool:
+    """Whether a record of ``key`` and ``value`` (without headers) fits in ``MAX_RECORD_BYTES``."""
+    return len(key) + len(value) + RECORD_FRAMING <= MAX_RECORD_BYTES
+
+
 SHOE = "baccarat.shoe"
 TABLE = "baccarat.table"
 SETTLEMENT = "baccarat.settlement"

@@ -10,6 +10,10 @@ Per batch of polled records:
    per input partition and the batch's outputs per partition (the outbox);
 3. publish the outputs and the consumed offsets in one Kafka transaction.
 
+Whatever a record holds (any headers, key and value, any size up to the broker's maximum), step 1
+gives its outputs or its dead letter, and an output too large for the broker is a dead letter too
+(``_apply``): no record stops the runner, or leaves it retrying for ever.
+
 A crash before 2 loses nothing: the batch is read again. A crash between 2 and 3 leaves Redis one
 batch ahead of Kafka; when the partition is next assigned, the runner sees it, publishes the
 outbox in a transaction with the offsets, and resumes after it. Either way every input changes the
@@ -43,7 +47,7 @@ from ..events import codec, deadletter, topics
 from ..events.models import Event
 from ..events.signing import HEADER as SIGNATURE_HEADER
 from ..events.signing import SIGNED_TOPICS, DeviceKeys
-from . import metrics
+from . import header_keys, metrics
 from .config import Settings
 from .processor import Processor, Rejected
 from .state import STORE_UNAVAILABLE, Backend, StaleProgress, State
@@ -51,6 +55,7 @@ from .state import STORE_UNAVAILABLE, Backend, StaleProgress, State
 Output = tuple[str, bytes, bytes]  # topic, key, value
 _outbox_encoder = msgspec.msgpack.Encoder()
 _outbox_decoder = msgspec.msgpack.Decoder(list[tuple[str, bytes, bytes]])
+header_keys.install()  # every record readable, whatever its header keys
 
 
 def producer_config(settings: Settings) -> dict[str, Any]:
@@ -65,6 +70,7 @@ def producer_config(settings: Settings) -> dict[str, Any]:
         "batch_size": 1024 * 1024,
         "retries": 2**31 - 1,
         "delivery_timeout_ms": 120_000,
+        "max_request_size": topics.MAX_RECORD_BYTES,
         "client_id": f"{settings.service}-{settings.instance_id}",
     }
 
@@ -219,18 +225,7 @@ class KafkaRunner:
 
     def _process(self, batch: dict[TopicPartition, list[Any]]) -> None:
         started = time.perf_counter()
-        decoded = {tp: [self._verified(tp, record) for record in records] for tp, records in batch.items()}
-        prefetch = getattr(self.processor, "prefetch", None)
-        if prefetch is not None:
-            prefetch([event for events in decoded.values() for event in events if isinstance(event, Event)], self.state)
-        outbox: dict[str, list[Output]] = {}
-        offsets: dict[TopicPartition, int] = {}
-        for tp, records in batch.items():
-            outputs = outbox.setdefault(_source(tp), [])
-            for record, event in zip(records, decoded[tp]):
-                outputs.extend(self._handle(tp, record, event))
-                offsets[tp] = record.offset
-            metrics.EVENTS_CONSUMED.labels(self.processor.name, tp.topic).inc(len(records))
+        outbox, offsets = self._apply(batch)
         progress = {_source(tp): offset for tp, offset in offsets.items()}
         try:
             self.state.commit(
@@ -247,22 +242,55 @@ class KafkaRunner:
         self._publish([o for outputs in outbox.values() for o in outputs], offsets)
         metrics.BATCH_SECONDS.labels(self.processor.name).observe(time.perf_counter() - started)
 
+    def _apply(self, batch: dict[TopicPartition, list[Any]]) -> tuple[dict[str, list[Output]], dict[TopicPartition, int]]:
+        """Each record of the batch verified, decoded and processed, in order, into the state:
+        the outputs per partition, and the last offset per partition. A record, whatever its
+        headers, key, value and size, gives its outputs or its dead letter, never an exception
+        (but Redis away: the batch is tried again), so no record can stop the runner."""
+        decoded = {tp: [self._checked(tp, record) for record in records] for tp, records in batch.items()}
+        prefetch = getattr(self.processor, "prefetch", None)
+        if prefetch is not None:
+            try:
+                prefetch([event for events in decoded.values() for event in events if isinstance(event, Event)], self.state)
+            except STORE_UNAVAILABLE:
+                raise
+            except Exception:  # only a round trip saved: each event reads what it needs
+                self.log.exception("prefetch failed; the batch reads its state event by event")
+        outbox: dict[str, list[Output]] = {}
+        offsets: dict[TopicPartition, int] = {}
+        for tp, records in batch.items():
+            outputs = outbox.setdefault(_source(tp), [])
+            for record, event in zip(records, decoded[tp]):
+                outputs.extend(self._handle(tp, record, event))
+                offsets[tp] = record.offset
+            metrics.EVENTS_CONSUMED.labels(self.processor.name, tp.topic).inc(len(records))
+        return outbox, offsets
+
+    def _checked(self, tp: TopicPartition, record: Any) -> Event | Exception:
+        """``_verified``, or what it raised (a dead letter), but Redis away."""
+        try:
+            return self._verified(tp, record)
+        except STORE_UNAVAILABLE:
+            raise
+        except Exception as error:
+            return error
+
     def _verified(self, tp: TopicPartition, record: Any) -> Event | codec.InvalidEventError:
         device = SIGNED_TOPICS.get(tp.topic.removeprefix(self.topic_prefix))
         if self.keys is not None and device is not None:
-            signature = dict(record.headers or ()).get(SIGNATURE_HEADER, b"").decode(errors="replace")
+            signature = (dict(record.headers or ()).get(SIGNATURE_HEADER) or b"").decode(errors="replace")
             table_id = (record.key or b"").decode(errors="replace")
             problem = self.keys.problem(device(table_id), record.value or b"", signature)
             if problem:
                 return Unsigned(problem)
         return _decode(record.value, tp.topic.removeprefix(self.topic_prefix))
 
-    def _handle(self, tp: TopicPartition, record: Any, event: Event | codec.InvalidEventError) -> list[Output]:
+    def _handle(self, tp: TopicPartition, record: Any, event: Event | Exception) -> list[Output]:
         try:
-            if isinstance(event, codec.InvalidEventError):
+            if isinstance(event, Exception):
                 raise event
             outputs = self.processor.process(event, self.state)
-            return [(self.topic_prefix + e.topic, e.subject.encode(), codec.encode(e)) for e in outputs]
+            return [self._fitting(tp, record, self.topic_prefix + e.topic, e.subject.encode(), codec.encode(e)) for e in outputs]
         except Unsigned as error:
             reason, kind = str(error), deadletter.SIGNATURE
         except codec.InvalidEventError as error:
@@ -274,19 +302,31 @@ class KafkaRunner:
         except Exception as error:  # a bug must not stop the table's other events
             self.log.exception("processing failed", topic=tp.topic, partition=tp.partition, offset=record.offset)
             reason, kind = f"internal error: {type(error).__name__}: {error}", deadletter.INTERNAL
+        return [self._dead_letter(tp, record, record.key, record.value or b"", reason, kind)]
+
+    def _fitting(self, tp: TopicPartition, record: Any, topic: str, key: bytes, value: bytes) -> Output:
+        """An output, or its dead letter if it is too large for the broker: published, it would
+        fail for ever (and the runner with it, its outbox already in Redis)."""
+        if topics.fits(key, value):
+            return topic, key, value
+        reason = f"its output to {topic} is {len(key) + len(value):,} bytes, over the broker's maximum record: not published"
+        self.log.error("output too large", topic=tp.topic, partition=tp.partition, offset=record.offset, output=topic, size=len(value))
+        return self._dead_letter(tp, record, key, value, reason, deadletter.INTERNAL)
+
+    def _dead_letter(self, tp: TopicPartition, record: Any, key: bytes | None, payload: bytes, reason: str, kind: str) -> Output:
         metrics.DEAD_LETTERS.labels(self.processor.name, tp.topic).inc()
         letter = deadletter.dead_letter(
             self.processor.name,
-            record.value or b"",
+            payload,
             reason,
             origin=tp.topic,
             topic=tp.topic,
             partition=tp.partition,
             offset=record.offset,
-            key=record.key.decode(errors="replace") if record.key else None,
+            key=key.decode(errors="replace") if key else None,
             kind=kind,
         )
-        return [(self.topic_prefix + topics.DEADLETTER, record.key or b"", deadletter.encode(letter))]
+        return self.topic_prefix + topics.DEADLETTER, deadletter.record_key(key), deadletter.encode(letter)
 
     def _publish(self, outputs: Sequence[Output], offsets: dict[TopicPartition, int]) -> None:
         """Publish ``outputs`` and commit ``offsets`` (last applied) in one transaction; retry

@@ -79,13 +79,28 @@ def published_sequences(settings: Settings, lookback_ms: int = LOOKBACK_MS) -> d
             found = starts.get(tp)
             consumer.seek(tp, found.offset if found is not None else ends[tp] - 1)
         last: dict[str, int] = {}
-        decoder = msgspec.json.Decoder(_Id)
         for record in _read_until(consumer, filled, ends):
-            table_id, seq = record.key.decode(), int(decoder.decode(record.value).id.rpartition(":")[2])
-            last[table_id] = max(last.get(table_id, 0), seq)
+            sequence = _sequence(record)
+            if sequence is not None:
+                table_id, seq = sequence
+                last[table_id] = max(last.get(table_id, 0), seq)
         return last
     finally:
         consumer.close()
+
+
+_id_decoder = msgspec.json.Decoder(_Id)
+
+
+def _sequence(record: Any) -> tuple[str, int] | None:
+    """The table and the sequence number of a record of the reader's (its event id ends in the
+    number); None for any other record: the topic may hold anything, and the reader must start."""
+    try:
+        table_id = record.key.decode()
+        seq = _id_decoder.decode(record.value or b"").id.rpartition(":")[2]
+    except (AttributeError, UnicodeDecodeError, msgspec.DecodeError):
+        return None
+    return (table_id, int(seq)) if seq.isascii() and seq.isdigit() else None
 
 
 def _newest_timestamps(consumer: KafkaConsumer, tps: list[TopicPartition], ends: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
@@ -170,7 +185,9 @@ class LineHandler:
         self.log.warning("line rejected", origin=origin, reason=error.reason, line=raw[:120].decode("ascii", "replace"))
         kind = deadletter.SIGNATURE if error.problem is Problem.SIGNATURE else deadletter.INVALID
         letter = deadletter.dead_letter(SERVICE, raw, error.reason, origin=origin, key=error.claims, kind=kind)
-        return self.publisher.publish_raw(topics.DEADLETTER, (error.claims or origin).encode(), deadletter.encode(letter))
+        return self.publisher.publish_raw(
+            topics.DEADLETTER, deadletter.record_key((error.claims or origin).encode()), deadletter.encode(letter)
+        )
 
 
 class AckWindow:

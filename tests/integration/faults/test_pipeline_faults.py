@@ -1,11 +1,17 @@
 """The whole deployment through faults: a floor with injected irregularities played live into the
-four services while each of them is killed -9 at a random moment and started again, Redis is
-killed -9 and restarted, and (a test of its own) the broker is killed -9 and restarted. At the
-end the topics, the ledger and the alert set are those of an uninterrupted run (the offline
-references for the same floor): nothing lost, nothing doubled. A service that exits on its own
-is started again, as a deployment's restart policy would.
+four services while faults strike, each at a random point of the play drawn from the run's seed:
+each service killed -9 and started again, Redis killed -9 and restarted, (a test of its own) the
+broker killed -9 and restarted; and, through the real broker in both tests, a window of the
+floor's inputs published again (a console resending) and one partition of the inputs held back
+for seconds, then released (late, and out of order against the other partitions and the shoes'
+lines). At the end the topics, the ledger and the alert set are those of an uninterrupted run
+(the offline references for the same floor): nothing lost, nothing doubled; the dead letters are
+exactly the table-controller's refusals of the inputs published again. A service that exits
+when no fault killed it fails the test.
 
-The broker and Redis faults need the ones ``ops/stack.sh`` runs (the tests skip otherwise).
+The seed is new each run and printed; ``FAULTS_SEED=<seed>`` runs the same faults at the same
+points again (``bench/fault_runs.py`` runs the suite many times and counts the runs that held). The
+broker and Redis faults need the ones ``ops/stack.sh`` runs (the tests skip otherwise).
 """
 
 from __future__ import annotations
@@ -18,23 +24,30 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import msgspec
 import pytest
 
 from integration.deployment import CONSUMES, ROOT, SERVICES, Deployment, dump_memory, offline_events, offline_settlement, settlement_events
+from support import seeds
 from surveil.analysis.replay import replay
 from surveil.analysis.verify import verify
-from surveil.events import codec, topics
+from surveil.events import codec, deadletter, topics
 from surveil.events import models as m
+from surveil.runtime.kafka import Publisher, partition_for
 from surveil.sim.floor import Floor
 from surveil.sim.injections import parse_codes
 
-pytestmark = pytest.mark.faults
+# A run plays ~110 s, and waits for a killed broker (up to two minutes on a busy machine) and for
+# every service to consume everything.
+pytestmark = [pytest.mark.faults, pytest.mark.timeout(1800)]
 
 INJECT = "DRAW_PLAYER_MISSING,LATE_BET,CARD_MISMATCH,BANKER_BET_MULTIPLE,CARD_EXPOSED,BURN_COUNT"
 FLOOR = {"tables": 4, "shoes": 5, "seed": 8, "inject": parse_codes(INJECT)}
 PACE = 0.3  # seconds per round: five shoes of ~75 rounds, about 110 s of play (a broker restart takes up to a minute)
+STRIKE_WINDOW_S = 60.0  # each fault strikes at a random point this long after every service consumes
+SEED = seeds.seed("FAULTS_SEED")
 
 
 def stack_sh(*args: str) -> None:
@@ -42,45 +55,241 @@ def stack_sh(*args: str) -> None:
     assert proc.returncode == 0, f"ops/stack.sh {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
 
 
-def faults(deployment: Deployment) -> dict[str, Callable[[], None]]:
-    """Each fault by name: what it does, and it leaves the thing it hit running again."""
+class DisturbedInputs:
+    """The floor's inputs on their way to the broker, disturbed as a console and a network can:
+    a window of them published again, right after (``duplicate``: the table-controller must
+    refuse each copy as a duplicate), and one partition's held back for seconds, then released
+    in order (``hold_back``: those tables' inputs late, out of order against the other
+    partitions and against their shoes' lines). Called from the play's thread and the test's."""
 
-    def restart_redis() -> None:
+    def __init__(self, publisher: Publisher, partitions: int) -> None:
+        self.publisher, self.partitions = publisher, partitions
+        self.lock = threading.Lock()
+        self.to_copy = 0  # inputs of the window still to come
+        self.window: list[m.Event] = []
+        self.copied: list[bytes] = []  # every copy published
+        self.held_partition: int | None = None
+        self.held_until = 0.0
+        self.held: list[m.Event] = []
+        self.late = 0  # inputs held back and released
+        self.seen: set[int] = set()  # the partitions the inputs went to (a table's are all on one)
+
+    def publish(self, event: m.Event) -> None:
+        with self.lock:
+            self._release(force=False)
+            partition = partition_for(event.subject.encode(), self.partitions)
+            self.seen.add(partition)
+            if self.held_partition == partition:
+                self.held.append(event)
+                return
+            self.publisher.publish(event)
+            if self.to_copy:
+                self.window.append(event)
+                self.to_copy -= 1
+                if not self.to_copy:
+                    self._copy()
+
+    def duplicate(self, count: int) -> None:
+        with self.lock:
+            self.to_copy = count
+
+    def hold_back(self, rng: random.Random, seconds: float) -> int:
+        """Hold back a partition the inputs went to so far (one with tables), drawn with ``rng``."""
+        with self.lock:
+            self._release(force=True)
+            partition = rng.choice(sorted(self.seen) or range(self.partitions))
+            self.held_partition, self.held_until = partition, time.monotonic() + seconds
+            return partition
+
+    def flush(self) -> None:
+        with self.lock:
+            self._release(force=True)
+            self._copy()
+        self.publisher.flush()
+
+    def _copy(self) -> None:
+        for event in self.window:
+            self.publisher.publish(event)
+            self.copied.append(codec.encode(event))
+        self.window = []
+
+    def _release(self, force: bool) -> None:
+        if self.held_partition is not None and (force or time.monotonic() >= self.held_until):
+            for event in self.held:
+                self.publisher.publish(event)
+            self.late += len(self.held)
+            self.held, self.held_partition = [], None
+
+
+INSTANT = ("inputs published again", "an inputs partition held back")  # they strike on their own timeline
+
+
+def faults(deployment: Deployment, inputs: DisturbedInputs, seed: str, supervisor: Supervisor) -> dict[str, Callable[[], str]]:
+    """Each fault by name: it strikes, leaves what it hit running again, and says what it did
+    (what it draws, from the seed and its name: the same whatever strikes before it)."""
+
+    def kill(service: str) -> str:
+        deployment.restart(service, pause=1.0)
+        return "killed, started again 1 s later"
+
+    def restart_redis() -> str:
         stack_sh("restart-redis")
         deployment.restore_redis_users()  # the test's users are made at run time (see restore_redis_users)
+        return "restarted"
 
-    chosen: dict[str, Callable[[], None]] = {
-        f"kill -9 {service}": (lambda service=service: deployment.restart(service, pause=1.0))
-        for service in SERVICES  # type: ignore[misc]
-    }
-    chosen["kill -9 kafka"] = lambda: stack_sh("restart-kafka")
+    def restart_kafka() -> str:
+        killed = time.monotonic()
+        stack_sh("restart-kafka")
+        supervisor.broker_away(killed, time.monotonic())
+        return f"restarted, serving again {time.monotonic() - killed:.0f} s later"
+
+    def duplicate() -> str:
+        count = random.Random(f"{seed}:duplicate").randint(5, 30)
+        inputs.duplicate(count)
+        return f"the next {count} inputs published again"
+
+    def hold_back() -> str:
+        rng = random.Random(f"{seed}:hold back")
+        seconds = rng.uniform(5.0, 15.0)
+        partition = inputs.hold_back(rng, seconds)
+        return f"partition {partition} of the inputs held back {seconds:.1f} s"
+
+    chosen: dict[str, Callable[[], str]] = {f"kill -9 {service}": (lambda service=service: kill(service)) for service in SERVICES}  # type: ignore[misc]
+    chosen["kill -9 kafka"] = restart_kafka
     chosen["kill -9 redis"] = restart_redis
+    chosen["inputs published again"] = duplicate
+    chosen["an inputs partition held back"] = hold_back
     return chosen
 
 
 class Supervisor:
-    """What a deployment's restart policy does (``restart: unless-stopped``): a service that exits
-    on its own is started again. The faust worker exits when the broker goes away while it
-    declares its topics; the Kafka runners wait the broker out. Faults and restarts take turns."""
+    """Watches the services while the faults strike: one that exits when no fault killed it fails
+    the test, with its log (here an exit that no fault explains is a bug to see). A killed broker
+    kills too: a service that cannot reach it at its start exits (the faust worker, a service
+    killed and started again while the broker is away), a runner whose producer the restarted
+    broker fenced stops; such an exit, while the broker is away or within ``BROKER_GRACE_S`` of
+    its return, is started again, as a deployment's restart policy would, and reported. Faults
+    and the watch take turns."""
+
+    BROKER_GRACE_S = 60.0
 
     def __init__(self, deployment: Deployment) -> None:
         self.deployment = deployment
         self.lock = threading.Lock()
-        self.restarts: list[str] = []
+        self.exits: list[str] = []  # exits no fault explains: the test fails
+        self.restarts: list[str] = []  # exits the broker's absence explains: started again
+        self.away: list[tuple[float, float]] = []  # when the broker was killed, and served again
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._watch, daemon=True)
         self.thread.start()
 
+    def broker_away(self, killed: float, back: float) -> None:
+        self.away.append((killed, back))
+
     def _watch(self) -> None:
-        while not self.done.wait(1.0):
+        while not self.done.wait(0.5):
             with self.lock:
+                now = time.monotonic()
                 for service in self.deployment.exited():
-                    self.restarts.append(service)
-                    self.deployment.start(service)
+                    tail = self.deployment.log_tail(service, 60)
+                    if any(killed <= now <= back + self.BROKER_GRACE_S for killed, back in self.away):
+                        self.restarts.append(f"{service}: {tail.splitlines()[-1][:200] if tail else ''}")
+                        self.deployment.start(service)
+                    else:
+                        self.exits.append(f"{service} exited (no fault killed it):\n{tail}")
+                        self.done.set()
+
+    def check(self) -> None:
+        assert not self.exits, "\n".join(self.exits)
 
     def stop(self) -> None:
         self.done.set()
         self.thread.join()
+        self.check()
+
+
+def run_through(
+    deployment: Deployment,
+    kafka_broker: Any,
+    redis_url: str,
+    pytestconfig: pytest.Config,
+    wanted: tuple[str, ...],
+) -> tuple[list[m.Event], DisturbedInputs]:
+    """The floor played live while the ``wanted`` faults strike, each at a random point of the
+    first ``STRIKE_WINDOW_S`` seconds after every service consumes (env FAULTS=a,b narrows them
+    down further); then until every service has consumed everything. Returns the offline
+    reference events, and what the inputs went through."""
+    if not kafka_broker.ops_controlled or f":{os.environ.get('REDIS_PORT', '6379')}/" not in redis_url:
+        pytest.skip("the broker or Redis is not the one ops/stack.sh runs, so the test cannot kill it")
+    seeds.announce(pytestconfig, "faults", "FAULTS_SEED", SEED)
+    rng = random.Random(f"{SEED}:{wanted}")
+    deployment.start_all()
+    supervisor = Supervisor(deployment)
+    timers: list[threading.Timer] = []
+    try:
+        disturbed: list[DisturbedInputs] = []
+
+        def disturb(publisher: Publisher) -> DisturbedInputs:
+            disturbed.append(DisturbedInputs(publisher, int(os.environ.get("PARTITIONS", "6"))))
+            return disturbed[0]
+
+        thread, outcome = deployment.play_in_background(Floor(**FLOOR), PACE, disturb)
+        deadline = time.monotonic() + 120
+        while not all(deployment.committed_offsets(service) for service in CONSUMES):  # all running
+            assert time.monotonic() < deadline, f"the services did not start consuming\n{deployment.log_text()}"
+            supervisor.check()
+            time.sleep(0.5)
+        chosen = os.environ.get("FAULTS")
+        named = faults(deployment, disturbed[0], f"{SEED}:{wanted}", supervisor)
+        schedule = sorted(
+            (rng.uniform(0.0, STRIKE_WINDOW_S), name)
+            for name in named
+            if any(word in name for word in wanted) and (not chosen or any(word in name for word in chosen.split(",")))
+        )
+        began = time.monotonic()
+        done: list[str] = []
+
+        def strike(at: float, name: str) -> None:
+            struck = time.monotonic() - began
+            done.append(f"{name} at {struck:.1f} s (drawn {at:.1f} s): {named[name]()}")
+
+        # The disturbances of the inputs take no time: they strike at their point whatever else does.
+        timers += [threading.Timer(at, strike, (at, name)) for at, name in schedule if name in INSTANT]
+        for timer in timers:
+            timer.start()
+        for at, name in schedule:
+            if name in INSTANT:
+                continue
+            while time.monotonic() < began + at:
+                supervisor.check()
+                time.sleep(0.1)
+            with supervisor.lock:
+                strike(at, name)
+        for timer in timers:
+            timer.join()
+        still_playing = thread.is_alive()
+        while thread.is_alive() and time.monotonic() < began + 600:
+            supervisor.check()
+            thread.join(timeout=1.0)
+        assert not thread.is_alive() and "error" not in outcome, outcome
+        assert still_playing, f"the floor was over before the last fault ({done[-1]}): make it longer"
+        for service in ("table-controller", "settlement", "anomaly-detection"):
+            deployment.wait_until_consumed(service, timeout_s=300, check_alive=False)
+            supervisor.check()
+        supervisor.stop()
+        inputs = disturbed[0]
+        print(f"\nseed {SEED} (FAULTS_SEED={SEED}); faults in order:\n  " + "\n  ".join(done))
+        print(f"inputs published again: {len(inputs.copied)}; held back and released late: {inputs.late}")
+        struck = {line.split(" at ")[0] for line in done}
+        # A disturbance that met no input tested nothing: the floor must outlast it.
+        assert "inputs published again" not in struck or inputs.copied, "no input came to be published again"
+        assert "an inputs partition held back" not in struck or inputs.late, "no input came to be held back"
+        print(f"started again after exiting while the broker was away: {supervisor.restarts or 'none'}")
+    finally:  # a test that failed leaves nothing striking, or starting services, in its teardown
+        for timer in timers:
+            timer.cancel()
+        supervisor.done.set()
+    return offline_events(FLOOR), inputs
 
 
 def alerts_by_id(alerts: list[m.AlertRaised]) -> dict[str, m.AlertRaised]:
@@ -95,47 +304,6 @@ def unchained(alert: m.AlertRaised) -> m.AlertRaisedData:
     """The finding as told, without its place in the table's chain (live and offline order a
     table's alerts from different streams differently)."""
     return msgspec.structs.replace(alert.data, chain=None)
-
-
-def run_through(
-    deployment: Deployment,
-    kafka_broker,
-    redis_url: str,  # type: ignore[no-untyped-def]
-    wanted: tuple[str, ...],
-) -> list[m.Event]:
-    """The floor played live while the ``wanted`` faults strike in a random order (env FAULTS=a,b
-    narrows them down further), once every service is consuming; then until every service has
-    consumed everything. Returns the offline reference events."""
-    if not kafka_broker.ops_controlled or f":{os.environ.get('REDIS_PORT', '6379')}/" not in redis_url:
-        pytest.skip("the broker or Redis is not the one ops/stack.sh runs, so the test cannot kill it")
-    rng = random.Random(20261129)
-    deployment.start_all()
-    supervisor = Supervisor(deployment)
-    thread, outcome = deployment.play_in_background(Floor(**FLOOR), PACE)
-    deadline = time.monotonic() + 120
-    while not all(deployment.committed_offsets(service) for service in CONSUMES):  # all running
-        assert time.monotonic() < deadline, f"the services did not start consuming\n{deployment.log_text()}"
-        time.sleep(0.5)
-    schedule = [(name, fault) for name, fault in faults(deployment).items() if any(word in name for word in wanted)]
-    rng.shuffle(schedule)
-    chosen = os.environ.get("FAULTS")
-    schedule = [(name, fault) for name, fault in schedule if not chosen or any(word in name for word in chosen.split(","))]
-    done: list[str] = []
-    for name, fault in schedule:
-        time.sleep(rng.uniform(2.0, 5.0))
-        with supervisor.lock:
-            fault()
-        done.append(name)
-    still_playing = thread.is_alive()
-    thread.join(timeout=600)
-    assert not thread.is_alive() and "error" not in outcome, outcome
-    assert still_playing, f"the floor was over before the last fault ({done[-1]}): make it longer"
-    for service in ("table-controller", "settlement", "anomaly-detection"):
-        deployment.wait_until_consumed(service, timeout_s=300, check_alive=False)
-    supervisor.stop()
-    print(f"\nfaults in order: {', '.join(done)}; restarted after exiting on their own: {supervisor.restarts or 'none'}")
-    assert deployment.exited() == [], deployment.log_text()
-    return offline_events(FLOOR)
 
 
 def check_table_side_and_ledger(deployment: Deployment, expected: list[m.Event]) -> None:
@@ -167,22 +335,35 @@ def alert_differences(deployment: Deployment, expected: list[m.Event]) -> tuple[
     return extra, missing
 
 
+def check_dead_letters(deployment: Deployment, inputs: DisturbedInputs) -> None:
+    """The dead letters are the table-controller's refusals of the inputs published again, one
+    each, as duplicates; nothing else."""
+    letters = [deadletter.decode(value) for value in deployment.read_values(topics.DEADLETTER, len(inputs.copied), timeout=10)]
+    assert sorted((x.service, x.kind, x.payload) for x in letters) == sorted(
+        ("table-controller", "rejected", raw) for raw in inputs.copied
+    ), [(x.service, x.kind, x.reason) for x in letters]
+    assert all(x.reason.endswith("a duplicate") for x in letters), [x.reason for x in letters]
+
+
 def test_kill_9_of_the_table_side_settlement_and_redis_mid_run_loses_nothing_and_doubles_nothing(
-    deployment: Deployment, kafka_broker, redis_url: str
+    deployment: Deployment, kafka_broker: Any, redis_url: str, pytestconfig: pytest.Config
 ) -> None:
     """The detectors are not killed here, but they read every transaction the others abort: their
     alerts are exactly the offline replay's."""
-    expected = run_through(deployment, kafka_broker, redis_url, ("shoe-reader", "table-controller", "settlement", "redis"))
+    wanted = ("shoe-reader", "table-controller", "settlement", "redis", "inputs")
+    expected, inputs = run_through(deployment, kafka_broker, redis_url, pytestconfig, wanted)
     check_table_side_and_ledger(deployment, expected)
-    assert deployment.read_values(topics.DEADLETTER, 0, timeout=10) == []
+    check_dead_letters(deployment, inputs)
     assert alert_differences(deployment, expected) == (Counter(), Counter())
 
 
-def test_the_broker_and_the_detectors_killed_mid_run(deployment: Deployment, kafka_broker, redis_url: str) -> None:
+def test_the_broker_and_the_detectors_killed_mid_run(
+    deployment: Deployment, kafka_broker: Any, redis_url: str, pytestconfig: pytest.Config
+) -> None:
     """The table side and settlement come through whole, and the detectors' alerts are the offline
     replay's. The worker restarted after the broker was away may read the table stream late (a shoe
     or more behind the shoe stream): the detectors wait for it (docs/faults.md)."""
-    expected = run_through(deployment, kafka_broker, redis_url, ("kafka", "anomaly-detection"))
+    expected, inputs = run_through(deployment, kafka_broker, redis_url, pytestconfig, ("kafka", "anomaly-detection", "inputs"))
     check_table_side_and_ledger(deployment, expected)
-    assert deployment.read_values(topics.DEADLETTER, 0, timeout=10) == []
+    check_dead_letters(deployment, inputs)
     assert alert_differences(deployment, expected) == (Counter(), Counter())
