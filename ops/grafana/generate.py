@@ -703,7 +703,7 @@ def pipeline_health() -> Json:
         row("Consumer lag"),
         timeseries(
             "Consumer lag by group and topic",
-            f"How far behind each consumer group is, in messages (the lag exporter). SurveilConsumerLagHigh pages past {LAG_THRESHOLD} for 5 minutes. A caught-up partition shows 1 (2 on baccarat.deadletter, which two services write in transactions): the markers after the last message.",
+            f"How far behind each consumer group is, in messages (the lag exporter). SurveilConsumerLagHigh pages past {LAG_THRESHOLD} for 5 minutes. A caught-up partition shows 1: the marker after the last message.",
             Query("group_topic:surveil_consumer_lag_messages:sum", "{{group}} {{topic}}"),
             thresholds=(("green", None), ("red", LAG_THRESHOLD)),
             custom={
@@ -769,7 +769,7 @@ def pipeline_health() -> Json:
         row("Dead letters and rejections"),
         timeseries(
             "Dead letters by service and origin",
-            "Inputs rejected to baccarat.deadletter, per 5 minutes, by the service that rejected them and where they came from. SurveilDeadLetters warns on any.",
+            "Inputs rejected to the dead letters (baccarat.deadletter.<service>), per 5 minutes, by the service that rejected them and where they came from. SurveilDeadLetters warns on any.",
             Query("sum by (service, origin) (increase(surveil_dead_letters_total[5m])) > 0", "{{service}} {{origin}}"),
             decimals=0,
             width=12,

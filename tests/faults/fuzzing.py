@@ -900,7 +900,7 @@ class HandlerConsumer:
                 status.append("rejected")
                 topic, _, value = publisher.letters[-1]
                 letter = deadletter.decode(value)
-                if topic != topics.DEADLETTER or letter.payload != raw or not letter.reason:
+                if topic != topics.deadletter_topic("shoe-reader") or letter.payload != raw or not letter.reason:
                     return status, ("violation", f"a refused line without its dead letter: {raw!r}")
             elif (published, refused) == (0, 0) and handled is not None and handled[1] < expected.get(handled[0], 0):
                 status.append("dropped")

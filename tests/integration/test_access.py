@@ -41,12 +41,12 @@ needs_redis_auth = pytest.mark.skipif(not REDIS_SECURED, reason="Redis has no AC
 # Fail fast: a refused client must not wait out kafka-python's 30 s bootstrap or 60 s max_block.
 FAST = {"bootstrap_timeout_ms": 8000, "request_timeout_ms": 8000, "reconnect_backoff_max_ms": 500}
 
-# docs/contract.md's topic table: who writes what (and every service the dead letters).
+# docs/contract.md's topic table: who writes what (and every service its own dead letters).
 WRITES = {
-    access.SHOE_READER: {topics.SHOE, topics.DEADLETTER},
-    access.TABLE_CONTROLLER: {topics.TABLE, topics.DEADLETTER},
-    access.SETTLEMENT_SERVICE: {topics.SETTLEMENT, topics.DEADLETTER},
-    access.ANOMALY_DETECTION: {topics.ALERTS, topics.DEADLETTER},
+    access.SHOE_READER: {topics.SHOE, topics.deadletter_topic(access.SHOE_READER)},
+    access.TABLE_CONTROLLER: {topics.TABLE, topics.deadletter_topic(access.TABLE_CONTROLLER)},
+    access.SETTLEMENT_SERVICE: {topics.SETTLEMENT, topics.deadletter_topic(access.SETTLEMENT_SERVICE)},
+    access.ANOMALY_DETECTION: {topics.ALERTS, topics.deadletter_topic(access.ANOMALY_DETECTION)},
     access.LAG_EXPORTER: set(),
     access.FLOOR_SIMULATOR: {topics.INPUTS},
 }
@@ -55,7 +55,7 @@ READS = {
     access.SHOE_READER: {topics.SHOE},
     access.TABLE_CONTROLLER: {topics.SHOE, topics.INPUTS},
     access.SETTLEMENT_SERVICE: {topics.TABLE},
-    access.ANOMALY_DETECTION: {topics.SHOE, topics.TABLE, topics.SETTLEMENT, topics.DEADLETTER},
+    access.ANOMALY_DETECTION: {topics.SHOE, topics.TABLE, topics.SETTLEMENT, *access.REFUSALS},
     access.LAG_EXPORTER: set(),
     access.FLOOR_SIMULATOR: set(),
 }

@@ -44,7 +44,7 @@ from faust.types import TP
 
 from ..detect import patterns
 from ..detect.alerts import chained, raise_alert
-from ..detect.devices import signature_finding
+from ..detect.devices import ARTICLES, signature_finding
 from ..detect.floor import chart_finding
 from ..detect.table import DealerRound, Fact, PatronBet, TableState, TableWatch
 from ..events import codec, deadletter, topics
@@ -129,7 +129,7 @@ app = App(
 )
 
 alerts_topic = app.topic(settings.topic(topics.ALERTS), key_type=bytes, value_type=bytes)
-deadletters_topic = app.topic(settings.topic(topics.DEADLETTER), key_type=bytes, value_type=bytes)
+deadletters_topic = app.topic(settings.topic(topics.deadletter_topic(SERVICE)), key_type=bytes, value_type=bytes)
 FACTS = f"{SERVICE}-facts"
 facts_topic = app.topic(settings.topic(FACTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True)
 # Pattern alerts go back to their table's watch, which chains every alert of the table in order.
@@ -137,10 +137,12 @@ PATTERN_ALERTS = f"{SERVICE}-pattern-alerts"
 pattern_alerts_topic = app.topic(
     settings.topic(PATTERN_ALERTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True
 )
-# Dead letters too: a device message refused for its signature is an alert for its table.
-WATCHED = (topics.SHOE, topics.TABLE, topics.SETTLEMENT, PATTERN_ALERTS, topics.DEADLETTER)
+# The dead letters of the services that check device signatures too, each service's own topic: a
+# device message refused for its signature is an alert for its table.
+REFUSALS = {topics.deadletter_topic(service): service for service in ARTICLES}
+WATCHED = (topics.SHOE, topics.TABLE, topics.SETTLEMENT, PATTERN_ALERTS, *REFUSALS)
 streams = app.topic(*(settings.topic(name) for name in WATCHED), key_type=bytes, value_type=bytes)
-TOPICS = {topics.ALERTS: alerts_topic, topics.DEADLETTER: deadletters_topic, "facts": facts_topic, PATTERN_ALERTS: pattern_alerts_topic}
+TOPICS = {topics.ALERTS: alerts_topic, "facts": facts_topic, PATTERN_ALERTS: pattern_alerts_topic}
 
 watch_table = app.Table("table-watch", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
 chart_table = app.Table("pattern-charts", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
@@ -186,8 +188,8 @@ async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
         topic = message.topic.removeprefix(settings.topic_prefix)
         source = f"{topic}:{message.offset}"
         raw: bytes = event.value
-        if topic == topics.DEADLETTER:
-            await _refused_device_message(raw, source)
+        if topic in REFUSALS:
+            await _refused_device_message(raw, source, REFUSALS[topic])
             continue
         try:
             decoded = codec.decode(raw)
@@ -325,13 +327,14 @@ app.before_commit = _write_changed
 app.commit_timeout = float(os.environ.get("COMMIT_TIMEOUT_S", app.commit_timeout))
 
 
-async def _refused_device_message(raw: bytes, source: str) -> None:
-    """A dead letter of a device message with a bad signature: an alert for the table it names."""
+async def _refused_device_message(raw: bytes, source: str, service: str) -> None:
+    """A dead letter of ``service`` (from its own topic) of a device message with a bad
+    signature: an alert for the table it names."""
     try:
         letter = deadletter.decode(raw)
     except msgspec.DecodeError:
         return  # not ours to judge: a dead letter is already where bad input ends
-    found = signature_finding(letter)
+    found = signature_finding(letter, service)
     if found is None:
         return
     key = found.context.table_id.encode()

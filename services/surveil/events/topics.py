@@ -11,8 +11,18 @@ SHOE = "baccarat.shoe"
 TABLE = "baccarat.table"
 SETTLEMENT = "baccarat.settlement"
 ALERTS = "baccarat.alerts"
-DEADLETTER = "baccarat.deadletter"
 INPUTS = "baccarat.inputs"  # the table's dealer-console and bet-sensor inputs
 ALERT_ACTIONS = "baccarat.alert-actions"  # what the surveillance room did about each alert
 
-ALL_TOPICS: tuple[str, ...] = (SHOE, TABLE, SETTLEMENT, ALERTS, DEADLETTER, INPUTS)
+
+def deadletter_topic(service: str) -> str:
+    """The topic of ``service``'s dead letters. Each service has its own, which only it may
+    write: where a dead letter is says who refused the input (the detectors alert on a device
+    message refused for its signature, and only its verifier may cause that)."""
+    return f"baccarat.deadletter.{service}"
+
+
+DEADLETTER_SERVICES = ("shoe-reader", "table-controller", "settlement", "anomaly-detection")
+DEADLETTERS: tuple[str, ...] = tuple(map(deadletter_topic, DEADLETTER_SERVICES))
+
+ALL_TOPICS: tuple[str, ...] = (SHOE, TABLE, SETTLEMENT, ALERTS, *DEADLETTERS, INPUTS)

@@ -6,7 +6,7 @@ docs/security.md explains it for operators. In short:
   authorizes it with KRaft's StandardAuthorizer: nothing is allowed that an ACL below does not
   allow. ``admin`` is the broker's super user (the inter-broker and controller connections,
   ops/stack.sh, kafka-init, the tests); every other principal has the ACLs of ``kafka_grants``:
-  it writes its own topic (and ``baccarat.deadletter``), reads what it consumes, uses its own
+  it writes its own topic (and its own dead-letter topic), reads what it consumes, uses its own
   consumer group and transactional ids, and nothing else.
 - Redis has one ACL user per service that keeps state (``redis_rules``): its keys only
   (``<REDIS_PREFIX><namespace>:*``), data commands only. ``admin`` may do everything; no one can
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from ..events.topics import ALERTS, DEADLETTER, INPUTS, SETTLEMENT, SHOE, TABLE
+from ..events.topics import ALERTS, INPUTS, SETTLEMENT, SHOE, TABLE, deadletter_topic
 
 ADMIN = "admin"
 SHOE_READER = "shoe-reader"
@@ -56,6 +56,8 @@ KAFKA_PRINCIPALS = (ADMIN, *SERVICES, FLOOR_SIMULATOR)
 # (runtime/state.py: every key is <REDIS_PREFIX><namespace>:...).
 REDIS_NAMESPACES = {TABLE_CONTROLLER: "table-controller", SETTLEMENT_SERVICE: "settlement"}
 REDIS_USERS = (ADMIN, *REDIS_NAMESPACES)
+# The dead letters the detectors read: those of the services that check device signatures.
+REFUSALS = (deadletter_topic(SHOE_READER), deadletter_topic(TABLE_CONTROLLER))
 
 SCRAM_MECHANISM = "SCRAM-SHA-256"
 
@@ -118,7 +120,7 @@ def kafka_grants(prefix: str = "") -> list[Grant]:
         """A KafkaRunner service: group <prefix><service>, transactional id <prefix><service>-<instance>."""
         for topic in reads:
             allow(service, "topic", topic, "read")
-        for topic in (*writes, DEADLETTER):
+        for topic in (*writes, deadletter_topic(service)):
             allow(service, "topic", topic, "write")
         allow(service, "group", service, "read")
         allow(service, "transactional_id", f"{service}-", "write", prefixed=True)
@@ -126,15 +128,16 @@ def kafka_grants(prefix: str = "") -> list[Grant]:
     # The shoe-reader publishes (idempotently, no group); after a restart it reads the tail of
     # its own topic to learn the last line it published per table.
     allow(SHOE_READER, "topic", SHOE, "write", "read")
-    allow(SHOE_READER, "topic", DEADLETTER, "write")
+    allow(SHOE_READER, "topic", deadletter_topic(SHOE_READER), "write")
     runner(TABLE_CONTROLLER, reads=(SHOE, INPUTS), writes=(TABLE,))
     runner(SETTLEMENT_SERVICE, reads=(TABLE,), writes=(SETTLEMENT,))
     # faust: group = app id; its internal topics and changelogs (which it creates) and any
     # transactional id all start with the app id.
-    # It reads the dead letters too: a device message refused for its signature is an alert.
-    for topic in (SHOE, TABLE, SETTLEMENT, DEADLETTER):
+    # It reads the dead letters of the services that check device signatures too: a device
+    # message refused for its signature is an alert.
+    for topic in (SHOE, TABLE, SETTLEMENT, *REFUSALS):
         allow(ANOMALY_DETECTION, "topic", topic, "read")
-    for topic in (ALERTS, DEADLETTER):
+    for topic in (ALERTS, deadletter_topic(ANOMALY_DETECTION)):
         allow(ANOMALY_DETECTION, "topic", topic, "write")
     allow(ANOMALY_DETECTION, "topic", ANOMALY_DETECTION, "read", "write", "create", "describe_configs", prefixed=True)
     allow(ANOMALY_DETECTION, "group", ANOMALY_DETECTION, "read", prefixed=True)
@@ -143,7 +146,7 @@ def kafka_grants(prefix: str = "") -> list[Grant]:
     # only, no record.
     for group in (TABLE_CONTROLLER, SETTLEMENT_SERVICE, ANOMALY_DETECTION):
         allow(LAG_EXPORTER, "group", group, "describe")
-    for topic in (SHOE, INPUTS, TABLE, SETTLEMENT, DEADLETTER):  # anomaly-detection reads the dead letters
+    for topic in (SHOE, INPUTS, TABLE, SETTLEMENT, *REFUSALS):  # anomaly-detection reads two services' dead letters
         allow(LAG_EXPORTER, "topic", topic, "describe")
     allow(LAG_EXPORTER, "topic", ANOMALY_DETECTION, "describe", prefixed=True)
     # The floor's devices (dealer console, bet sensors: their gateway, or the simulator).

@@ -286,7 +286,7 @@ class KafkaRunner:
             key=record.key.decode(errors="replace") if record.key else None,
             kind=kind,
         )
-        return [(self.topic_prefix + topics.DEADLETTER, record.key or b"", deadletter.encode(letter))]
+        return [(self.topic_prefix + topics.deadletter_topic(self.processor.name), record.key or b"", deadletter.encode(letter))]
 
     def _publish(self, outputs: Sequence[Output], offsets: dict[TopicPartition, int]) -> None:
         """Publish ``outputs`` and commit ``offsets`` (last applied) in one transaction; retry

@@ -3,7 +3,7 @@ events out, each line published once, even across a crash of the reader.
 
 Lines come over TCP (port ``SHOE_READER_PORT``, default 7007; a connection may carry one shoe or a
 gateway's many) or from a capture file (``python -m surveil.shoe_reader --capture FILE``). Each is
-parsed strictly; a rejected line goes to ``baccarat.deadletter`` with the reason. Events are
+parsed strictly; a rejected line goes to ``baccarat.deadletter.shoe-reader`` with the reason. Events are
 published keyed by table id, so each table's shoe events stay in order.
 
 Once and only once, across restarts:
@@ -44,6 +44,7 @@ from ..runtime.config import Settings
 from ..runtime.kafka import Publisher
 
 SERVICE = "shoe-reader"
+DEADLETTER_TOPIC = topics.deadletter_topic(SERVICE)
 DEFAULT_PORT = 7007
 LOOKBACK_MS = 120_000  # how far before the newest record of a partition the restart lookup reads
 MAX_LINE = 4096  # bytes the reader buffers looking for a line end; the protocol allows 200
@@ -170,7 +171,7 @@ class LineHandler:
         self.log.warning("line rejected", origin=origin, reason=error.reason, line=raw[:120].decode("ascii", "replace"))
         kind = deadletter.SIGNATURE if error.problem is Problem.SIGNATURE else deadletter.INVALID
         letter = deadletter.dead_letter(SERVICE, raw, error.reason, origin=origin, key=error.claims, kind=kind)
-        return self.publisher.publish_raw(topics.DEADLETTER, (error.claims or origin).encode(), deadletter.encode(letter))
+        return self.publisher.publish_raw(DEADLETTER_TOPIC, (error.claims or origin).encode(), deadletter.encode(letter))
 
 
 class AckWindow:

@@ -174,7 +174,7 @@ def test_kill_9_of_the_table_side_settlement_and_redis_mid_run_loses_nothing_and
     alerts are exactly the offline replay's."""
     expected = run_through(deployment, kafka_broker, redis_url, ("shoe-reader", "table-controller", "settlement", "redis"))
     check_table_side_and_ledger(deployment, expected)
-    assert deployment.read_values(topics.DEADLETTER, 0, timeout=10) == []
+    assert [deployment.read_values(topic, 0, timeout=10) for topic in topics.DEADLETTERS] == [[], [], [], []]
     assert alert_differences(deployment, expected) == (Counter(), Counter())
 
 
@@ -184,5 +184,5 @@ def test_the_broker_and_the_detectors_killed_mid_run(deployment: Deployment, kaf
     or more behind the shoe stream): the detectors wait for it (docs/faults.md)."""
     expected = run_through(deployment, kafka_broker, redis_url, ("kafka", "anomaly-detection"))
     check_table_side_and_ledger(deployment, expected)
-    assert deployment.read_values(topics.DEADLETTER, 0, timeout=10) == []
+    assert [deployment.read_values(topic, 0, timeout=10) for topic in topics.DEADLETTERS] == [[], [], [], []]
     assert alert_differences(deployment, expected) == (Counter(), Counter())

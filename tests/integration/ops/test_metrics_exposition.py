@@ -50,12 +50,10 @@ OWN_FAMILY = {
 }
 
 
-def markers_at_rest(topic: str) -> int:
-    """How far behind a caught-up group's committed offset can stay: the detectors commit up to
-    processed messages, so the markers after the last one stay uncommitted until a message follows.
-    One per transactional producer whose last transaction wrote there: two on the dead letters,
-    which the table side and settlement both write, when their last transactions interleave."""
-    return 2 if topic == topics.DEADLETTER else 1
+# How far behind a caught-up group's committed offset can stay: the detectors commit up to
+# processed messages, so the marker of the last transaction stays uncommitted until a message
+# follows (every topic has one transactional producer).
+MARKERS_AT_REST = 1
 
 
 def free_port() -> int:
@@ -208,7 +206,7 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
                 missing.append(f"both shoes ended (surveil_table_shoe_in_play: {shoes})")
             if not any(n == "surveil_dead_letters_total" for n, _, _ in settled):
                 missing.append("settlement's dead letter")
-            behind = {k: v for k, v in lag.items() if v > markers_at_rest(k[1])}
+            behind = {k: v for k, v in lag.items() if v > MARKERS_AT_REST}
             if not lag or behind:
                 missing.append(f"every group caught up (behind: {behind or 'no lag read yet'})")
             return missing
@@ -316,7 +314,7 @@ def test_the_lag_exporter_sees_every_group_caught_up(deployment: Deployment) -> 
         ("anomaly-detection", "baccarat.table"),
         ("anomaly-detection", "baccarat.settlement"),
     }
-    assert all(v <= markers_at_rest(labels["topic"]) for labels, v in lag)
+    assert all(v <= MARKERS_AT_REST for labels, v in lag)
     health = {n: v for n, _, v in samples(deployment.metrics("lag-exporter")) if n.startswith("surveil_lag_exporter")}
     assert time.time() - health["surveil_lag_exporter_last_success_timestamp_seconds"] < 30
 

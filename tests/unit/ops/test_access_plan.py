@@ -16,7 +16,7 @@ from surveil.runtime.config import Settings, kafka_client_config, redacted
 from surveil.runtime.lag_exporter import GROUPS
 from surveil.runtime.state import MemoryBackend, State
 
-# docs/contract.md, "Topics": the producer of each topic; every service may write the dead letters.
+# docs/contract.md, "Topics": the producer of each topic; every service writes its own dead letters.
 PRODUCERS = {
     topics.SHOE: access.SHOE_READER,
     topics.TABLE: access.TABLE_CONTROLLER,
@@ -33,13 +33,14 @@ def by_principal(grants: list[access.Grant]) -> dict[str, set[tuple[str, str, st
     return found
 
 
-def test_each_topic_is_written_by_its_producer_and_the_dead_letters_by_every_service() -> None:
+def test_each_topic_is_written_by_its_producer_and_each_services_dead_letters_by_it_alone() -> None:
     writes = {
         (g.principal, g.name) for g in access.kafka_grants() if g.resource == "topic" and g.operation == "write" and g.pattern == "literal"
     }
     system = {(principal, topic) for principal, topic in writes if topic in topics.ALL_TOPICS}
     expected = {(producer, topic) for topic, producer in PRODUCERS.items()}
-    expected |= {(service, topics.DEADLETTER) for service in access.SERVICES if service != access.LAG_EXPORTER}
+    expected |= {(service, topics.deadletter_topic(service)) for service in access.SERVICES if service != access.LAG_EXPORTER}
+    assert {topic for _, topic in expected} == set(topics.ALL_TOPICS)
     assert system == expected
     # Nobody writes anything else but anomaly-detection, under its app id.
     assert {(p, t) for p, t in writes if t not in topics.ALL_TOPICS} == set()

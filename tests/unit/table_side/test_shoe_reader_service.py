@@ -71,7 +71,7 @@ class Broker:
         return [codec.decode(value) for topic, _, value, _ in self.sent if topic == topics.SHOE]
 
     def dead_letters(self) -> list[deadletter.DeadLetter]:
-        return [deadletter.decode(value) for topic, _, value, _ in self.sent if topic == topics.DEADLETTER]
+        return [deadletter.decode(value) for topic, _, value, _ in self.sent if topic == topics.deadletter_topic("shoe-reader")]
 
 
 def card(seq: int, index: int | None = None, table: str = "T07") -> bytes:

@@ -68,8 +68,15 @@ def test_the_dead_letter_of_a_refused_line_becomes_a_device_signature_alert() ->
         key="T07",
         kind=deadletter.SIGNATURE,
     )
-    found = signature_finding(letter)
+    found = signature_finding(letter, "shoe-reader")
     assert found is not None
     assert (found.finding.code, found.finding.article, found.context.table_id) == ("DEVICE_SIGNATURE", "Art. 7", "T07")
     assert "tcp://10.0.0.9:4000" == found.finding.evidence["origin"]
-    assert signature_finding(deadletter.dead_letter("shoe-reader", b"x", "garbled", origin="tcp://x", key="T07")) is None
+    assert signature_finding(deadletter.dead_letter("shoe-reader", b"x", "garbled", origin="tcp://x", key="T07"), "shoe-reader") is None
+
+
+def test_who_refused_a_message_is_the_topic_it_came_from_not_what_the_letter_claims() -> None:
+    claims = deadletter.dead_letter("table-controller", b"{}", "forged", origin="baccarat.inputs", key="T05", kind=deadletter.SIGNATURE)
+    assert signature_finding(claims, "settlement") is None  # on settlement's own topic: settlement checks no signature
+    found = signature_finding(claims, "shoe-reader")
+    assert found is not None and found.finding.article == "Art. 7" and found.finding.evidence["service"] == "shoe-reader"
