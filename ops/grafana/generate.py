@@ -297,6 +297,9 @@ def dashboard(
 # Colour steps and value mappings used more than once.
 ALARM_AT_1 = (("green", None), ("red", 1))
 UP_DOWN = [{"type": "value", "options": {"0": {"text": "down", "color": "red"}, "1": {"text": "up", "color": "green"}}}]
+SIGNATURES_CHECKED = [
+    {"type": "value", "options": {"0": {"text": "OFF: devices unchecked", "color": "red"}, "1": {"text": "checked", "color": "green"}}}
+]
 IN_PLAY = [{"type": "value", "options": {"0": {"text": "no shoe", "color": "blue"}, "1": {"text": "in play", "color": "green"}}}]
 TABLE_LINK = [
     {
@@ -662,7 +665,23 @@ def pipeline_health() -> Json:
             Query(f"up{{{SERVICE_JOBS}}}", "{{job}}"),
             mappings=UP_DOWN,
             thresholds=(("red", None), ("green", 1)),
-            width=12,
+            width=8,
+            options={
+                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                "colorMode": "background",
+                "graphMode": "none",
+                "justifyMode": "center",
+                "orientation": "vertical",
+                "textMode": "value_and_name",
+            },
+        ),
+        stat(
+            "Device signatures",
+            'Do the shoe-reader and the table-controller check their devices\' signatures? Red: started with DEVICE_SIGNATURES=off, so any shoe line or bet is taken, forged or not (docs/security.md, "Device signatures").',
+            Query("min by (service) (surveil_device_signatures_enforced)", "{{service}}"),
+            mappings=SIGNATURES_CHECKED,
+            thresholds=(("red", None), ("green", 1)),
+            width=4,
             options={
                 "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
                 "colorMode": "background",

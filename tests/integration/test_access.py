@@ -352,4 +352,4 @@ def test_a_service_process_gets_its_own_credentials_and_no_other_secret(service_
     assert os.environ["KAFKA_PASSWORD"] not in env.values()  # the admin's
     if REDIS_SECURED:
         assert "://" in env["REDIS_URL"] and "admin" not in env["REDIS_URL"].split("@")[0]
-    assert "REDIS_URL" not in service_env(access.SHOE_READER)
+    assert "REDIS_URL" not in service_env(access.LAG_EXPORTER)

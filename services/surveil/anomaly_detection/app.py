@@ -11,6 +11,11 @@
 
 Both agents run exactly the code the offline replay runs, so live and offline alerts agree.
 
+Every alert is signed with the detectors' key (``ALERT_SIGNING_KEY``; the service does not start
+without it), and every ``ALERT_CHECKPOINT_SECONDS`` (60) each worker publishes, for each
+partition it holds, a signed checkpoint of its tables' chains onto that partition of the alerts
+topic (``detect.alerts``; ``surveil verify`` checks a log against them).
+
 Delivery is at least once (faust commits offsets after flushing what it produced), and the
 tables make it effectively once. Each table's value holds, in one changelog record, its state,
 the offset of the last event applied per input topic, and the outputs of its recent events. An
@@ -36,6 +41,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Set
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import faust
@@ -43,12 +49,13 @@ import msgspec
 from faust.types import TP
 
 from ..detect import patterns
-from ..detect.alerts import chained, raise_alert
+from ..detect.alerts import chained, checkpoint, raise_alert
 from ..detect.devices import ARTICLES, signature_finding
 from ..detect.floor import chart_finding
 from ..detect.table import DealerRound, Fact, PatronBet, TableState, TableWatch
 from ..events import codec, deadletter, topics
-from ..events.models import AlertRaised
+from ..events.models import AlertRaised, ChainHead
+from ..runtime.alert_keys import AlertSigner
 from ..runtime.config import Settings
 from ..runtime.kafka import partition_for
 from . import metrics
@@ -58,6 +65,8 @@ SERVICE = "anomaly-detection"
 RECENT_OUTPUTS = 256  # per table or chart: more than a worker has in flight when it dies
 
 settings = Settings.from_env(SERVICE)
+SIGNER = AlertSigner.from_env()  # the detectors' key; service.main refuses to start without it
+CHECKPOINT_SECONDS = float(os.environ.get("ALERT_CHECKPOINT_SECONDS", "60"))
 
 
 class Output(msgspec.Struct, array_like=True):
@@ -94,6 +103,14 @@ class Watched(msgspec.Struct):
     state: TableState
     outbox: Outbox = msgspec.field(default_factory=Outbox)
     chain: str = ""  # the chain value of the table's last alert
+    count: int = 0  # the table's alerts so far
+
+
+class Head(msgspec.Struct):
+    """The part of a ``Watched`` value a checkpoint needs: decoded without the rest."""
+
+    chain: str = ""
+    count: int = 0
 
 
 class Applied(msgspec.Struct):
@@ -149,6 +166,7 @@ chart_table = app.Table("pattern-charts", default=None, key_type=bytes, value_ty
 
 _watched = msgspec.msgpack.Decoder(Watched)
 _applied = msgspec.msgpack.Decoder(Applied)
+_head = msgspec.msgpack.Decoder(Head)
 # The tables and charts changed since the last commit, written by ``_write_changed``.
 _changed: dict[bytes, Watched] = {}
 _changed_charts: dict[bytes, Charted] = {}
@@ -167,9 +185,10 @@ def _alert_outputs(source: str, alerts: list[AlertRaised], watched: Watched) -> 
     """The table's alerts, linked into its chain, as outputs."""
     outputs, topic = [], source.rpartition(":")[0]
     for alert in alerts:
-        linked = chained(alert, watched.chain)
+        linked = chained(alert, watched.chain, SIGNER)
         assert linked.data.chain is not None
         watched.chain = linked.data.chain
+        watched.count += 1
         outputs.append(Output(source, topics.ALERTS, alert.subject.encode(), codec.encode(linked)))
         metrics.alert_raised(alert)
         metrics.ALERT_LATENCY.labels(topic).observe(max(time.time() - alert.time.timestamp(), 0.0))
@@ -347,6 +366,39 @@ async def _refused_device_message(raw: bytes, source: str, service: str) -> None
         outputs = _alert_outputs(source, [raise_alert(found.finding, found.context, found.time)], watched)
         watched.outbox.record(topic, int(offset), outputs)
     await _publish(outputs)
+
+
+@app.timer(interval=CHECKPOINT_SECONDS)  # type: ignore[untyped-decorator]  # faust is untyped
+async def publish_checkpoints() -> None:
+    """For each partition this worker holds, the signed count and head of every table of it with
+    alerts, onto that partition of the alerts topic (after the alerts it counts: one producer)."""
+    if SIGNER is None:
+        return
+    held = {tp.partition for tp in app.consumer.assignment() if tp.topic == settings.topic(topics.SHOE)}
+    heads: dict[int, dict[str, ChainHead]] = {partition: {} for partition in held}
+    for key in {*watch_table.data.keys(), *_changed}:
+        partition = partition_for(key, settings.partitions)
+        if partition in heads:
+            count, chain = _head_of(key)
+            if count:
+                heads[partition][key.decode()] = ChainHead(count, chain)
+    now = datetime.now(UTC)
+    every = round(CHECKPOINT_SECONDS)
+    for partition, tables in sorted(heads.items()):
+        made = checkpoint(tables, now, SIGNER, partition, settings.partitions, every)
+        await alerts_topic.send(key=made.subject.encode(), value=codec.encode(made), partition=partition)
+
+
+def _head_of(key: bytes) -> tuple[int, str]:
+    """A table's alert count and last chain value: what this worker changed or wrote, else decoded."""
+    watched = _changed.get(key)
+    if watched is None:
+        cached, stored = _written.get(key), watch_table.data.get(key)
+        watched = cached[1] if cached is not None and stored is cached[0] else None
+        if watched is None:
+            head = _head.decode(stored) if stored else Head()
+            return head.count, head.chain
+    return watched.count, watched.chain
 
 
 @app.agent(facts_topic)

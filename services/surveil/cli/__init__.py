@@ -25,6 +25,7 @@ COMMANDS = {
     "simulate": "surveil.cli.simulate:simulate_command",
     "replay": "surveil.cli.replay:replay_command",
     "verify": "surveil.analysis.verify:verify_command",
+    "keys": "surveil.cli.keys:keys",
     "ledger": "surveil.cli.ledger:ledger",
     "reconcile": "surveil.cli.ledger:reconcile",
     "up": "surveil.cli.stack:up_command",

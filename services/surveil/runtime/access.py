@@ -54,7 +54,8 @@ SERVICES = (SHOE_READER, TABLE_CONTROLLER, SETTLEMENT_SERVICE, ANOMALY_DETECTION
 KAFKA_PRINCIPALS = (ADMIN, *SERVICES, FLOOR_SIMULATOR)
 # Redis users: the services that keep state there, and the key namespace each owns
 # (runtime/state.py: every key is <REDIS_PREFIX><namespace>:...).
-REDIS_NAMESPACES = {TABLE_CONTROLLER: "table-controller", SETTLEMENT_SERVICE: "settlement"}
+# The shoe-reader keeps the sequence numbers it acknowledged per table (a replayed line is refused).
+REDIS_NAMESPACES = {SHOE_READER: "shoe-reader", TABLE_CONTROLLER: "table-controller", SETTLEMENT_SERVICE: "settlement"}
 REDIS_USERS = (ADMIN, *REDIS_NAMESPACES)
 # The dead letters the detectors read: those of the services that check device signatures.
 REFUSALS = (deadletter_topic(SHOE_READER), deadletter_topic(TABLE_CONTROLLER))
@@ -80,6 +81,7 @@ def redis_passwords(env: Mapping[str, str] = os.environ) -> dict[str, str]:
     """Each Redis user's password from the environment ('' where unset)."""
     return {
         ADMIN: env.get("REDIS_ADMIN_PASSWORD", ""),
+        SHOE_READER: env.get("REDIS_SHOE_READER_PASSWORD", ""),
         TABLE_CONTROLLER: env.get("REDIS_TABLE_CONTROLLER_PASSWORD", ""),
         SETTLEMENT_SERVICE: env.get("REDIS_SETTLEMENT_PASSWORD", ""),
     }

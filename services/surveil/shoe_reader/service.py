@@ -1,8 +1,9 @@
 """The shoe-reader service: card-reading shoes' lines (docs/shoe-protocol.md) in, ``baccarat.shoe``
 events out, each line published once, even across a crash of the reader.
 
-Lines come over TCP (port ``SHOE_READER_PORT``, default 7007; a connection may carry one shoe or a
-gateway's many) or from a capture file (``python -m surveil.shoe_reader --capture FILE``). Each is
+Lines come over TCP (``SHOE_READER_HOST``, the interface it listens on, default 127.0.0.1: the
+floor network's address in a deployment; port ``SHOE_READER_PORT``, default 7007; a connection
+may carry one shoe or a gateway's many) or from a capture file (``python -m surveil.shoe_reader --capture FILE``). Each is
 parsed strictly; a rejected line goes to ``baccarat.deadletter.shoe-reader`` with the reason. Events are
 published keyed by table id, so each table's shoe events stay in order.
 
@@ -17,6 +18,13 @@ Once and only once, across restarts:
   ``baccarat.shoe`` (event ids are ``<table>:<shoe>:<seq>``): the lines it published but could not
   acknowledge before it died are the last ones it wrote, so reading the two minutes before the
   newest record of each partition finds them.
+
+A shoe numbers its lines under its signature, so the number is the shoe's counter: a line at or
+below the last one the reader acknowledged to the table's shoe is one the shoe will never send
+again (it resends only what was not acknowledged): a replay. It is refused to the dead letters
+as a signature failure, which the detectors alert on. The acknowledged numbers are kept in Redis
+(``<REDIS_PREFIX>shoe-reader:acknowledged``, the reader's own Redis user), written right after
+each acknowledgement goes out, so they hold across restarts however long a table was quiet.
 """
 
 from __future__ import annotations
@@ -32,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import redis
 import structlog
 from kafka import KafkaConsumer, TopicPartition
 from prometheus_client import Counter, Gauge
@@ -41,10 +50,12 @@ from ..events.shoe_protocol import BadLine, Problem, parse_line
 from ..events.signing import DeviceKeys
 from ..runtime import logs, metrics
 from ..runtime.config import Settings
+from ..runtime.devices import keys_from_env
 from ..runtime.kafka import Publisher
 
 SERVICE = "shoe-reader"
 DEADLETTER_TOPIC = topics.deadletter_topic(SERVICE)
+DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7007
 LOOKBACK_MS = 120_000  # how far before the newest record of a partition the restart lookup reads
 MAX_LINE = 4096  # bytes the reader buffers looking for a line end; the protocol allows 200
@@ -59,6 +70,22 @@ Ack = Callable[[str, int], None]  # called once the line (table, seq) is safely 
 
 class _Id(msgspec.Struct):
     id: str
+
+
+class Acknowledged:
+    """The last sequence number acknowledged per table, in Redis: a hash under the reader's own
+    namespace (``<prefix>shoe-reader:acknowledged``), field table, value the number."""
+
+    def __init__(self, client: redis.Redis, prefix: str = "") -> None:
+        self.client = client
+        self.key = f"{prefix}{SERVICE}:acknowledged"
+
+    def load(self) -> dict[str, int]:
+        stored: dict[bytes, bytes] = self.client.hgetall(self.key)  # type: ignore[assignment]
+        return {table.decode(): int(seq) for table, seq in stored.items()}
+
+    def save(self, acknowledged: dict[str, int]) -> None:
+        self.client.hset(self.key, mapping=acknowledged)  # type: ignore[arg-type]
 
 
 def published_sequences(settings: Settings, lookback_ms: int = LOOKBACK_MS) -> dict[str, int]:
@@ -121,10 +148,14 @@ class LineHandler:
         last_sequences: dict[str, int],
         on_failure: Callable[[Exception], None],
         keys: DeviceKeys | None = None,
+        acknowledged: Acknowledged | None = None,
     ) -> None:
         self.publisher = publisher
         self.keys = keys
-        self.next_seq = {table_id: seq + 1 for table_id, seq in last_sequences.items()}
+        self.store = acknowledged
+        self.acked = acknowledged.load() if acknowledged is not None else {}
+        last = {table: max(seq, last_sequences.get(table, 0)) for table, seq in self.acked.items()}
+        self.next_seq = {table_id: seq + 1 for table_id, seq in (last_sequences | last).items()}
         self.on_failure = on_failure
         self.log = structlog.get_logger().bind(service=SERVICE)
 
@@ -138,12 +169,18 @@ class LineHandler:
                 self._reject(raw, origin, error)
                 return None
             table_id, seq = error.table_id, error.seq
-            future = self._reject(raw, origin, error) if self._is_new(table_id, seq) else None
+            if seq <= self.acked.get(table_id, 0):
+                future = self._reject(raw, origin, _replayed(table_id, seq, self.acked[table_id]))
+            else:
+                future = self._reject(raw, origin, error) if self._is_new(table_id, seq) else None
         else:
             table_id, seq = parsed.table_id, parsed.seq
-            future = self.publisher.publish(parsed.event) if self._is_new(table_id, seq) else None
-            if future is not None:
-                LINES.labels("published").inc()
+            if seq <= self.acked.get(table_id, 0):
+                future = self._reject(raw, origin, _replayed(table_id, seq, self.acked[table_id]))
+            else:
+                future = self.publisher.publish(parsed.event) if self._is_new(table_id, seq) else None
+                if future is not None:
+                    LINES.labels("published").inc()
         if future is None:
             LINES.labels("duplicate").inc()
             if ack is not None:
@@ -153,6 +190,19 @@ class LineHandler:
                 future.add_callback(lambda _: ack(table_id, seq))
             future.add_errback(self.on_failure)
         return table_id, seq
+
+    def acknowledged(self, released: dict[str, int]) -> None:
+        """The lines up to ``released`` (per table) were acknowledged to their shoes: from now on
+        any of them is a replay, also after a restart."""
+        advanced = {table: seq for table, seq in released.items() if seq > self.acked.get(table, 0)}
+        if not advanced:
+            return
+        self.acked |= advanced
+        if self.store is not None:
+            try:
+                self.store.save(advanced)
+            except redis.RedisError as error:  # replays of these lines would go unseen after a restart
+                self.on_failure(error)
 
     def _is_new(self, table_id: str, seq: int) -> bool:
         expected = self.next_seq.get(table_id)
@@ -169,9 +219,14 @@ class LineHandler:
         REJECTED.labels(error.problem.value).inc()
         metrics.DEAD_LETTERS.labels(SERVICE, origin.partition(":")[0]).inc()
         self.log.warning("line rejected", origin=origin, reason=error.reason, line=raw[:120].decode("ascii", "replace"))
-        kind = deadletter.SIGNATURE if error.problem is Problem.SIGNATURE else deadletter.INVALID
+        kind = deadletter.SIGNATURE if error.problem in (Problem.SIGNATURE, Problem.REPLAY) else deadletter.INVALID
         letter = deadletter.dead_letter(SERVICE, raw, error.reason, origin=origin, key=error.claims, kind=kind)
         return self.publisher.publish_raw(DEADLETTER_TOPIC, (error.claims or origin).encode(), deadletter.encode(letter))
+
+
+def _replayed(table_id: str, seq: int, acked: int) -> BadLine:
+    reason = f"a replayed line: {table_id}'s shoe was acknowledged up to line {acked}, and never sends line {seq} again"
+    return BadLine(Problem.REPLAY, reason, table_id, seq)
 
 
 class AckWindow:
@@ -180,9 +235,12 @@ class AckWindow:
     Completions come from the producer's thread; they reach the loop in batches, one wake-up and
     one write for all that completed meanwhile."""
 
-    def __init__(self, send: Callable[[bytes], None], loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(
+        self, send: Callable[[bytes], None], loop: asyncio.AbstractEventLoop, acknowledged: Callable[[dict[str, int]], None] | None = None
+    ) -> None:
         self.send = send
         self.loop = loop
+        self.acknowledged = acknowledged  # told what each ACK sent released
         self.pending: dict[str, deque[list[Any]]] = {}  # table -> [seq, done] in arrival order
         self.completed: list[tuple[str, int]] = []
         self.lock = threading.Lock()
@@ -208,6 +266,8 @@ class AckWindow:
                 released[table_id] = acked
         if released:
             self.send("".join(f"ACK {table_id} {seq}\n" for table_id, seq in released.items()).encode())
+            if self.acknowledged is not None:
+                self.acknowledged(released)
 
     def done(self, table_id: str, seq: int) -> int | None:
         """The sequence number the completion of (table, seq) lets the reader acknowledge (all of
@@ -225,15 +285,17 @@ class AckWindow:
         return acked
 
 
-async def serve_tcp(handler: LineHandler, port: int, stop: asyncio.Event, ready: Callable[[int], None] | None = None) -> None:
-    """Accept shoe connections on ``port`` until ``stop`` is set."""
+async def serve_tcp(
+    handler: LineHandler, port: int, stop: asyncio.Event, ready: Callable[[int], None] | None = None, host: str = DEFAULT_HOST
+) -> None:
+    """Accept shoe connections on ``host``:``port`` until ``stop`` is set."""
     loop = asyncio.get_running_loop()
     log = structlog.get_logger().bind(service=SERVICE)
 
     async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         host, peer_port = writer.get_extra_info("peername")[:2]
         origin = f"tcp://{host}:{peer_port}"
-        window = AckWindow(lambda data: None if writer.is_closing() else writer.write(data), loop)
+        window = AckWindow(lambda data: None if writer.is_closing() else writer.write(data), loop, handler.acknowledged)
         CONNECTIONS.inc()
         log.info("shoe connected", origin=origin)
         try:
@@ -253,7 +315,7 @@ async def serve_tcp(handler: LineHandler, port: int, stop: asyncio.Event, ready:
             log.info("shoe disconnected", origin=origin)
             writer.close()
 
-    server = await asyncio.start_server(connection, host="0.0.0.0", port=port, limit=MAX_LINE)
+    server = await asyncio.start_server(connection, host=host, port=port, limit=MAX_LINE)
     if ready is not None:
         ready(server.sockets[0].getsockname()[1])
     async with server:
@@ -297,26 +359,26 @@ def main(capture: Path | None = None) -> None:
         log.error("publishing failed; stopping", error=str(error))
         failed.set()
 
+    keys = keys_from_env(SERVICE, kinds=("shoe",))  # its shoes' keys only
     publisher = Publisher(settings)
     last = published_sequences(settings)
-    log.info("last published sequences read", tables=len(last))
-    keys = DeviceKeys.from_env()
-    if keys is None:
-        log.warning("device signatures are not checked: DEVICE_KEY_SECRET is not set")
-    handler = LineHandler(publisher, last, on_failure, keys)
+    acknowledged = Acknowledged(redis.Redis.from_url(settings.redis_url), settings.redis_prefix)
+    handler = LineHandler(publisher, last, on_failure, keys, acknowledged)
+    log.info("last published and acknowledged sequences read", published=len(last), acknowledged=len(handler.acked))
     if capture is not None:
         replay_capture(handler, capture)
         publisher.flush()
         publisher.close()
         raise SystemExit(1 if failed.is_set() else 0)
-    asyncio.run(_run_tcp(handler, int(os.environ.get("SHOE_READER_PORT", DEFAULT_PORT)), failed, log))
+    host, port = os.environ.get("SHOE_READER_HOST", DEFAULT_HOST), int(os.environ.get("SHOE_READER_PORT", DEFAULT_PORT))
+    asyncio.run(_run_tcp(handler, host, port, failed, log))
     publisher.flush()
     publisher.close()
     if failed.is_set():
         raise SystemExit(1)
 
 
-async def _run_tcp(handler: LineHandler, port: int, failed: threading.Event, log: Any) -> None:
+async def _run_tcp(handler: LineHandler, host: str, port: int, failed: threading.Event, log: Any) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -328,5 +390,5 @@ async def _run_tcp(handler: LineHandler, port: int, failed: threading.Event, log
         stop.set()
 
     watcher = asyncio.create_task(watch_failure())
-    await serve_tcp(handler, port, stop, ready=lambda bound: log.info("listening", port=bound))
+    await serve_tcp(handler, port, stop, ready=lambda bound: log.info("listening", host=host, port=bound), host=host)
     watcher.cancel()

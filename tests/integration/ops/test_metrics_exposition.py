@@ -29,11 +29,14 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
 from surveil.events import topics
+from surveil.events.signing import KeyStore, console_device, shoe_device
 from surveil.events.topics import ALL_TOPICS
 from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
+from surveil.runtime.alert_keys import PRIVATE_FILE, generate
 from surveil.runtime.config import kafka_client_config
 from surveil.runtime.lag_exporter import LagReader
 from surveil.runtime.topic_admin import create_topics, delete_topics
+from surveil.sim.floor import table_ids
 
 ROOT = Path(__file__).resolve().parents[3]
 SURVEIL = ROOT / ".venv" / "bin" / "surveil"
@@ -118,6 +121,12 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
     create_topics(kafka_bootstrap, [prefix + name for name in ALL_TOPICS])
     ports = {service: free_port() for service in SERVICES}
     shoe_port = free_port()
+    keys = KeyStore(logs / "device-keys")  # each simulated device its own key: they sign, the services check
+    for table in table_ids(TABLES):
+        keys.issue(shoe_device(table))
+        keys.issue(console_device(table))
+    generate(logs / "alert-signing")  # the detectors' key: anomaly-detection's alone
+    signing = {"anomaly-detection": {"ALERT_SIGNING_KEY": str(logs / "alert-signing" / PRIVATE_FILE)}}
     env = {
         **os.environ,
         "KAFKA_BOOTSTRAP": kafka_bootstrap,
@@ -128,6 +137,7 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
         "FAUST_DATADIR": str(logs / "faust"),
         "SHOE_READER_PORT": str(shoe_port),
         "LAG_INTERVAL": "1",
+        "DEVICE_KEYS": str(keys.root),
     }
     processes: dict[str, subprocess.Popen[bytes]] = {}
     deployed = Deployment(prefix, ports, logs, processes)
@@ -138,7 +148,7 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
             log = (logs / f"{service}.log").open("wb")
             processes[service] = subprocess.Popen(
                 [str(SURVEIL), "serve", service],
-                env=access.env(service, {**env, "METRICS_PORT": str(ports[service])}),
+                env=access.env(service, {**env, "METRICS_PORT": str(ports[service]), **signing.get(service, {})}),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
@@ -290,9 +300,10 @@ def test_anomaly_detection_times_every_event_from_its_publishing_by_topic(deploy
     assert by_topic["surveil_detection_queue_latency_seconds_count"] == events
     # Seconds (not milliseconds) from the record's timestamp, and none of them ahead of its send.
     assert 0 < sum(by_topic["surveil_detection_queue_latency_seconds_sum"].values()) / sum(events.values()) < 60
-    # The injected card mismatch's alert, timed from the event that revealed it, under that event's topic.
+    # The injected card mismatch's alert, timed from the event that revealed it, under that event's
+    # topic; the unsigned junk input's DEVICE_SIGNATURE alert under the table-controller's dead letters.
     alerts = by_topic["surveil_alert_latency_seconds_count"]
-    assert set(alerts) <= set(events) and sum(alerts.values()) >= 1
+    assert set(alerts) <= set(events) | {topics.deadletter_topic("table-controller")} and sum(alerts.values()) >= 2
 
 
 def test_anomaly_detection_times_its_commits(deployment: Deployment) -> None:

@@ -51,7 +51,9 @@ def test_the_shoe_reader_publishes_a_capture_once_however_often_it_is_replayed(d
         **os.environ,
         "KAFKA_BOOTSTRAP": deployment.bootstrap,
         "TOPIC_PREFIX": deployment.topic_prefix,
+        "REDIS_PREFIX": deployment.redis_prefix,
         "METRICS_PORT": str(deployment.metrics_ports["shoe-reader"]),
+        "DEVICE_SIGNATURES": "off",  # the simulated shoes' lines, unsigned
     }
 
     def replay(path: Path) -> None:

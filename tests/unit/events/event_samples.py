@@ -90,6 +90,13 @@ DATA: dict[str, dict[str, Any]] = {
         "dealer_id": "D3",
         "evidence": {"banker": ["3D", "KC", "4H"], "rule": "Art. 9(4)(1)"},
     },
+    "baccarat.alert.checkpoint": {
+        "partition": 3,
+        "partitions": 6,
+        "every": 60,
+        "tables": {TABLE: {"count": 12, "head": "ab" * 32}},
+        "signature": "0123456789abcdef:" + "cd" * 64,
+    },
     # baccarat.inputs (the table's console and sensors)
     "baccarat.input.round.open": {
         "table_id": TABLE,

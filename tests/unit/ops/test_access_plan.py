@@ -92,9 +92,14 @@ def test_each_redis_user_owns_exactly_its_services_namespace() -> None:
         assert rules.index("-@all") < rules.index("+@read") < rules.index("-@dangerous"), "categories apply in order"
         assert "-scan" in rules and "-function" in rules and "+@all" not in rules
     from surveil.settlement.ledger import NAMESPACE
+    from surveil.shoe_reader.service import Acknowledged
     from surveil.table_controller.processor import TableController
 
-    assert access.REDIS_NAMESPACES == {access.SETTLEMENT_SERVICE: NAMESPACE, access.TABLE_CONTROLLER: TableController.name}
+    assert access.REDIS_NAMESPACES == {
+        access.SETTLEMENT_SERVICE: NAMESPACE,
+        access.TABLE_CONTROLLER: TableController.name,
+        access.SHOE_READER: Acknowledged(None, "").key.partition(":")[0],  # type: ignore[arg-type]
+    }
     assert access.redis_rules(access.ADMIN) == ["~*", "&*", "+@all"]
 
 
@@ -125,8 +130,8 @@ def test_a_service_environment_holds_its_own_credentials_and_no_other_secret() -
     assert env["PATH"] == "/usr/bin" and env["KAFKA_BOOTSTRAP"] == "127.0.0.1:9092"
     assert not set(env) & access.SECRET_VARIABLES
     assert not [v for v in env.values() if "admin" in v]
-    shoe = access.service_env(access.SHOE_READER, OPERATOR)
-    assert "REDIS_URL" not in shoe, "no Redis user of its own: no Redis at all"
+    lag = access.service_env(access.LAG_EXPORTER, OPERATOR)
+    assert "REDIS_URL" not in lag, "no Redis user of its own: no Redis at all"
     # A broker without authentication: the environment as it is.
     assert access.service_env(access.SETTLEMENT_SERVICE, {"KAFKA_BOOTSTRAP": "b"}) == {"KAFKA_BOOTSTRAP": "b"}
 

@@ -59,10 +59,10 @@ DEPENDENCY_CONDITIONS = {"service_started", "service_healthy", "service_complete
 KAFKA_LOGIN = {"KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_MECHANISM", "KAFKA_USERNAME", "KAFKA_PASSWORD"}
 BASELINE = {"KAFKA_BOOTSTRAP", "METRICS_PORT", "LOG_LEVEL"} | KAFKA_LOGIN
 REQUIRED_ENV = {
-    "shoe-reader": BASELINE | {"PARTITIONS", "SHOE_READER_PORT"},
-    "table-controller": BASELINE | {"PARTITIONS", "REDIS_URL"},
+    "shoe-reader": BASELINE | {"PARTITIONS", "SHOE_READER_HOST", "SHOE_READER_PORT", "REDIS_URL", "DEVICE_KEYS"},
+    "table-controller": BASELINE | {"PARTITIONS", "REDIS_URL", "DEVICE_KEYS"},
     "settlement": BASELINE | {"PARTITIONS", "REDIS_URL"},
-    "anomaly-detection": BASELINE | {"PARTITIONS"},  # faust's topic and table partitions
+    "anomaly-detection": BASELINE | {"PARTITIONS", "ALERT_SIGNING_KEY"},  # faust's topic and table partitions; its key
     "lag-exporter": BASELINE,
     "kafka-init": {"KAFKA_BOOTSTRAP", "PARTITIONS"} | KAFKA_LOGIN,
     # Stores every principal's SCRAM credential: all their passwords.
@@ -892,3 +892,22 @@ def test_docker_compose_refuses_to_start_without_each_required_variable(tmp_path
         done = run_compose(env_file, "--quiet", secrets=secrets)
         # The PyPI build of Compose prints the refusal but exits 0; the plugin exits 1.
         assert f"required variable {variable} is missing a value" in done.stderr, f"compose accepted the file without {variable}"
+
+
+def test_each_verifier_reads_its_own_kind_of_device_keys_and_nothing_else_does(deployment: Deployment) -> None:
+    """docs/security.md, "Device signatures": the shoe-reader mounts the shoes' keys, the
+    table-controller the consoles', read-only; no other container mounts any."""
+    store = Path(deployment.services["shoe-reader"].environment["DEVICE_KEYS"])
+    for name, service in deployment.services.items():
+        mounted = [(source, target) for kind, source, target in service.mounts if Path(target).is_relative_to(store)]
+        expected = {"shoe-reader": "shoe", "table-controller": "console"}.get(name)
+        if expected is None:
+            assert mounted == [], f"{name} mounts device keys"
+            continue
+        assert service.environment["DEVICE_KEYS"] == str(store)
+        assert mounted == [(str(ROOT / "ops/device-keys" / expected), str(store / expected))], name
+        target = str(store / expected)
+        read_only = [
+            v.get("read_only") if isinstance(v, dict) else str(v).endswith(":ro") for v in service.raw["volumes"] if target in str(v)
+        ]
+        assert read_only == [True], f"{name}: not read-only"
