@@ -304,19 +304,44 @@ def test_a_service_redis_user_reads_and_writes_its_own_keys_only(
         for command in (("FLUSHALL",), ("KEYS", "*"), ("SCAN", "0"), ("CONFIG", "GET", "*"), ("ACL", "LIST"), ("FUNCTION", "FLUSH")):
             with pytest.raises(redis.exceptions.NoPermissionError):
                 settlement.execute_command(*command)
-        # What the state backend does in a commit: MULTI/EXEC, MSET, the counters' script.
+        # What the state backend does in a commit: WATCH, MULTI/EXEC, MSET, DEL, HINCRBY, HSET.
         with settlement.pipeline(transaction=True) as pipe:
+            pipe.watch(f"{redis_prefix}settlement:progress")
+            pipe.multi()
             pipe.mset({f"{redis_prefix}settlement:a": 1, f"{redis_prefix}settlement:b": 2})
+            pipe.delete(f"{redis_prefix}settlement:b")
             pipe.hincrby(f"{redis_prefix}settlement:c", "n", 3)
+            pipe.hset(f"{redis_prefix}settlement:progress", mapping={"t:0": 1})
             pipe.execute()
-        script = settlement.register_script("return redis.call('HINCRBY', KEYS[1], 'n', 1)")
-        assert script([f"{redis_prefix}settlement:c"]) == 4
-        with pytest.raises(redis.exceptions.NoPermissionError):
-            script([f"{redis_prefix}table-controller:c"])
+        assert settlement.hget(f"{redis_prefix}settlement:c", "n") == b"3"
     finally:
         settlement.close()
         controller.close()
     assert redis_client.get(f"{redis_prefix}table-controller:table:T01") == b"game state"
+
+
+@needs_redis_auth
+@pytest.mark.parametrize("service", sorted(access.REDIS_NAMESPACES))
+def test_a_service_redis_user_cannot_run_scripts_or_functions(service: str, redis_prefix: str, prefix_access: PrefixAccess) -> None:
+    """A script or function runs alone in Redis: one that loops blocks every client. A service's
+    user may run none, on its own keys or any."""
+    key = f"{redis_prefix}{access.REDIS_NAMESPACES[service]}:k"
+    client = redis.Redis.from_url(prefix_access.redis_url(service))
+    try:
+        assert client.set(key, b"1")  # its own keys: yes
+        for command in (
+            ("EVAL", "return 1", "1", key),
+            ("EVAL_RO", "return 1", "1", key),
+            ("EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "1", key),
+            ("SCRIPT", "LOAD", "return 1"),
+            ("SCRIPT", "EXISTS", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"),
+            ("FCALL", "f", "1", key),
+            ("FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('f', function() return 1 end)"),
+        ):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                client.execute_command(*command)
+    finally:
+        client.close()
 
 
 @needs_redis_auth

@@ -254,10 +254,10 @@ def upsert_scram_users(client: Mapping[str, Any], passwords: Mapping[str, str]) 
 
 # --- Redis -----------------------------------------------------------------------------------
 
-# A service's commands: reading and writing keys, MULTI/EXEC/WATCH, the scripts the state backend
-# registers (EVALSHA, SCRIPT LOAD/EXISTS), the connection's own (AUTH, HELLO, PING, SELECT, CLIENT
-# SETINFO). Not: anything @dangerous (FLUSHALL, KEYS, CONFIG, ...), FUNCTION (FLUSH would drop
-# every user's functions), SCAN and RANDOMKEY (they would list other services' key names).
+# A service's commands: reading and writing keys, MULTI/EXEC/WATCH, the connection's own (AUTH,
+# HELLO, PING, SELECT, CLIENT SETINFO). Not: anything @dangerous (FLUSHALL, KEYS, CONFIG, ...),
+# @scripting (EVAL, FCALL, FUNCTION, SCRIPT: a script runs alone, and one that loops blocks Redis
+# for every client), SCAN and RANDOMKEY (they would list other services' key names).
 SERVICE_COMMANDS = (
     "-@all",
     "+@read",
@@ -265,13 +265,10 @@ SERVICE_COMMANDS = (
     "+@transaction",
     "+@connection",
     "-@dangerous",
+    "-@scripting",
     "-function",
     "-scan",
     "-randomkey",
-    "+eval",
-    "+evalsha",
-    "+script|load",
-    "+script|exists",
 )
 
 

@@ -91,6 +91,7 @@ def test_each_redis_user_owns_exactly_its_services_namespace() -> None:
         assert [r for r in rules if r.startswith("~")] == [f"~p:{namespace}:*"]
         assert rules.index("-@all") < rules.index("+@read") < rules.index("-@dangerous"), "categories apply in order"
         assert "-scan" in rules and "-function" in rules and "+@all" not in rules
+        assert "-@scripting" in rules and not [r for r in rules if r.startswith(("+eval", "+script", "+fcall"))], "no scripts"
     from surveil.settlement.ledger import NAMESPACE
     from surveil.shoe_reader.service import Acknowledged
     from surveil.table_controller.processor import TableController
