@@ -568,83 +568,6 @@ def table_drill_down() -> Json:
     )
 
 
-# ---- a patron -----------------------------------------------------------------------------------
-
-
-def patron_view() -> Json:
-    p = 'patron="$patron"'
-    staked = f"sum(increase(surveil_patron_staked_total{{{p}}}[$__range]))"
-    paid = f"sum(increase(surveil_patron_paid_out_total{{{p}}}[$__range]))"
-    bets = f"surveil_patron_bets_total{{{p}}}"
-    won = f'sum(increase(surveil_patron_bets_total{{{p}, result="win"}}[$__range]))'
-    decided = f'sum(increase(surveil_patron_bets_total{{{p}, result=~"win|lose"}}[$__range]))'
-    panels = [
-        row("The patron in the time range"),
-        stat("Staked", "What the patron staked on decided bets in the time range, in currency units.", Query(staked), decimals=0),
-        stat(
-            "Paid", "What was paid back to the patron (stakes and winnings) in the time range, in currency units.", Query(paid), decimals=0
-        ),
-        stat(
-            "Net",
-            "The patron's gain: paid minus staked, in currency units (positive: the patron won).",
-            Query(f"{paid} - {staked}"),
-            decimals=0,
-            thresholds=(("green", None), ("orange", 0)),
-        ),
-        stat(
-            "Win rate",
-            "Won bets among the won and lost ones (pushes left out). "
-            f"A fair {DECKS}-deck shoe gives a Banker bettor {win_share('banker')} and a Player bettor {win_share('player')} of decided bets; PATRON_WIN_RATE watches for more.",
-            Query(f"{won} / {decided}"),
-            unit="percentunit",
-            decimals=1,
-            thresholds=(("green", None), ("orange", 0.55), ("red", 0.6)),
-        ),
-        stat("Bets", "How many bets the patron had settled in the time range.", Query(f"sum(increase({bets}[$__range]))"), decimals=0),
-        stat(
-            "Alerts",
-            "How many alerts named this patron in the time range.",
-            Query(f"sum(increase(surveil_patron_alerts_total{{{p}}}[$__range])) or vector(0)"),
-            decimals=0,
-            thresholds=ALARM_AT_1,
-        ),
-        row("Play"),
-        timeseries(
-            "Bets per hour by result",
-            "When the patron played and how it went: bets settled per hour by result, over the last 5 minutes.",
-            Query(f"sum by (result) (rate({bets}[5m])) * 3600 > 0", "{{result}}"),
-        ),
-        bars(
-            "Bets by spot and result",
-            "Where the patron bets (Player, Banker, Tie, pairs) and with what result, in the time range.",
-            Query(f"sort_desc(sum by (spot, result) (increase({bets}[$__range])) > 0)", "{{spot}} {{result}}"),
-            decimals=0,
-        ),
-        timeseries(
-            "Net, rolling hour",
-            "The patron's gain over the hour before each point, in currency units.",
-            Query(
-                f"sum(increase(surveil_patron_paid_out_total{{{p}}}[1h])) - sum(increase(surveil_patron_staked_total{{{p}}}[1h]))", "net"
-            ),
-        ),
-        bars(
-            "Alerts by rule",
-            "Which rules named this patron in the time range (PATRON_WIN_RATE, LATE_BET, TIE_BET_*, SQUEEZE_HOLDER...).",
-            Query(f"sort_desc(sum by (rule) (increase(surveil_patron_alerts_total{{{p}}}[$__range])) > 0)", "{{rule}}"),
-            decimals=0,
-            thresholds=ALARM_AT_1,
-        ),
-    ]
-    return dashboard(
-        "surveil-patron",
-        "Surveillance: patron",
-        "One patron: staked, paid, net, win rate and the alerts that named them.",
-        panels,
-        [variable("patron", "Patron", "surveil_patron_bets_total", "The patron to look at.")],
-        time_from="now-24h",
-    )
-
-
 # ---- the pipeline -------------------------------------------------------------------------------
 
 
@@ -857,7 +780,6 @@ def pipeline_health() -> Json:
 DASHBOARDS = {
     "floor-overview.json": floor_overview,
     "table-drill-down.json": table_drill_down,
-    "patron.json": patron_view,
     "pipeline-health.json": pipeline_health,
 }
 

@@ -17,7 +17,6 @@ __all__ = [
     "COMMIT_SECONDS",
     "DEAD_LETTERS",
     "EVENT_LATENCY",
-    "PATRON_ALERTS",
     "QUEUE_LATENCY",
     "ROUNDS_CHECKED",
     "ROUND_OUTCOMES",
@@ -36,18 +35,16 @@ ALERTS = Counter("surveil_alerts_total", "Alerts raised, by rule and severity.",
 # that Prometheus' increase() and rate() cannot see, and a rule's first alert is the one that counts.
 for _code, _severity in SEVERITY.items():
     ALERTS.labels(_code.value, _severity.value)
-# The same alerts by table and by patron, for the drill-down and patron dashboards. Their series
-# start with a table's or patron's first alert: labels that many are not made up front.
+# The same alerts by table, for the drill-down dashboard. Its series start with a table's first
+# alert: labels that many are not made up front. Not by patron: /metrics is unauthenticated, and
+# which patron an alert names is for the room's alert feed and the incident report, not for it.
 TABLE_ALERTS = Counter("surveil_table_alerts_total", "Alerts raised at a table, by rule.", ["table", "rule"])
-PATRON_ALERTS = Counter("surveil_patron_alerts_total", "Alerts that name a patron, by rule.", ["patron", "rule"])
 
 
 def alert_raised(alert: m.AlertRaised) -> None:
     d = alert.data
     ALERTS.labels(d.rule, d.severity).inc()
     TABLE_ALERTS.labels(alert.subject, d.rule).inc()
-    if d.patron_id:
-        PATRON_ALERTS.labels(d.patron_id, d.rule).inc()
 
 
 # By the topic the detectors read the event from: a card read (baccarat.shoe) comes one hop from

@@ -28,6 +28,7 @@ import redis
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from surveil.events import models as m
 from surveil.events import topics
 from surveil.events.signing import KeyStore, console_device, shoe_device
 from surveil.events.topics import ALL_TOPICS
@@ -36,7 +37,9 @@ from surveil.runtime.alert_keys import PRIVATE_FILE, generate
 from surveil.runtime.config import kafka_client_config
 from surveil.runtime.lag_exporter import LagReader
 from surveil.runtime.topic_admin import create_topics, delete_topics
-from surveil.sim.floor import table_ids
+from surveil.sim.floor import Floor, table_ids
+from surveil.sim.injections import parse_codes
+from surveil.sim.table import TableInput
 
 ROOT = Path(__file__).resolve().parents[3]
 SURVEIL = ROOT / ".venv" / "bin" / "surveil"
@@ -270,6 +273,21 @@ def test_promtool_check_metrics_finds_nothing_in_the_live_exposition(deployment:
 
 
 # ---- what the floor left in the metrics ---------------------------------------------------------
+
+
+def test_no_patron_id_is_in_any_metrics(deployment: Deployment) -> None:
+    """/metrics is unauthenticated: a patron id there is a patron's play told to anyone who asks.
+    The floor's patrons are in no label of any service (nor is there a patron label at all)."""
+    patrons = {
+        event.data.patron_id
+        for action in Floor(tables=TABLES, shoes=1, seed=11, inject=parse_codes("CARD_MISMATCH")).actions()
+        if isinstance(action, TableInput) and isinstance(event := action.event, m.BetPlace)
+    }
+    assert len(patrons) > 5
+    for service in SERVICES:
+        found = samples(deployment.metrics(service))
+        assert not [name for name, labels, _ in found if "patron" in labels], service
+        assert not [(name, labels) for name, labels, _ in found if patrons & set(labels.values())], service
 
 
 def test_anomaly_detection_exports_each_tables_rounds_last_event_and_shoe(deployment: Deployment) -> None:
