@@ -21,6 +21,7 @@ its own, as ``KAFKA_USERNAME`` / ``KAFKA_PASSWORD`` and inside ``REDIS_URL``
     python -m surveil.runtime.access setup [--prefix P]    SCRAM credentials and ACLs (as admin)
     python -m surveil.runtime.access acls [--prefix P]     the ACLs, one a line, as kafka-acls shows them
     python -m surveil.runtime.access redis-acl [--prefix P]  Redis' ACL file (hashed passwords)
+    python -m surveil.runtime.access secrets DIR           compose's secrets directory (passwords, Redis' ACL file)
 
 Every name takes the deployment's prefix (``TOPIC_PREFIX`` for Kafka, ``REDIS_PREFIX`` for
 Redis), so deployments sharing a broker and a Redis (the integration tests run one per test) are
@@ -37,10 +38,12 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from ..events.topics import ALERTS, INPUTS, SETTLEMENT, SHOE, TABLE, deadletter_topic
+from .config import secret
 
 ADMIN = "admin"
 SHOE_READER = "shoe-reader"
@@ -64,16 +67,17 @@ SCRAM_MECHANISM = "SCRAM-SHA-256"
 
 
 def kafka_passwords(env: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """Each Kafka principal's password from the environment ('' where unset). Spelled out, so
-    that a search for the variable finds where it is read."""
+    """Each Kafka principal's password from the environment, or from the file its ``_FILE``
+    variable names (a Docker secret); '' where neither is set. Spelled out, so that a search for
+    the variable finds where it is read."""
     return {
-        ADMIN: env.get("KAFKA_ADMIN_PASSWORD", ""),
-        SHOE_READER: env.get("KAFKA_SHOE_READER_PASSWORD", ""),
-        TABLE_CONTROLLER: env.get("KAFKA_TABLE_CONTROLLER_PASSWORD", ""),
-        SETTLEMENT_SERVICE: env.get("KAFKA_SETTLEMENT_PASSWORD", ""),
-        ANOMALY_DETECTION: env.get("KAFKA_ANOMALY_DETECTION_PASSWORD", ""),
-        LAG_EXPORTER: env.get("KAFKA_LAG_EXPORTER_PASSWORD", ""),
-        FLOOR_SIMULATOR: env.get("KAFKA_FLOOR_SIMULATOR_PASSWORD", ""),
+        ADMIN: secret(env.get("KAFKA_ADMIN_PASSWORD"), env.get("KAFKA_ADMIN_PASSWORD_FILE")),
+        SHOE_READER: secret(env.get("KAFKA_SHOE_READER_PASSWORD"), env.get("KAFKA_SHOE_READER_PASSWORD_FILE")),
+        TABLE_CONTROLLER: secret(env.get("KAFKA_TABLE_CONTROLLER_PASSWORD"), env.get("KAFKA_TABLE_CONTROLLER_PASSWORD_FILE")),
+        SETTLEMENT_SERVICE: secret(env.get("KAFKA_SETTLEMENT_PASSWORD"), env.get("KAFKA_SETTLEMENT_PASSWORD_FILE")),
+        ANOMALY_DETECTION: secret(env.get("KAFKA_ANOMALY_DETECTION_PASSWORD"), env.get("KAFKA_ANOMALY_DETECTION_PASSWORD_FILE")),
+        LAG_EXPORTER: secret(env.get("KAFKA_LAG_EXPORTER_PASSWORD"), env.get("KAFKA_LAG_EXPORTER_PASSWORD_FILE")),
+        FLOOR_SIMULATOR: secret(env.get("KAFKA_FLOOR_SIMULATOR_PASSWORD"), env.get("KAFKA_FLOOR_SIMULATOR_PASSWORD_FILE")),
     }
 
 
@@ -85,6 +89,36 @@ def redis_passwords(env: Mapping[str, str] = os.environ) -> dict[str, str]:
         TABLE_CONTROLLER: env.get("REDIS_TABLE_CONTROLLER_PASSWORD", ""),
         SETTLEMENT_SERVICE: env.get("REDIS_SETTLEMENT_PASSWORD", ""),
     }
+
+
+def secrets_file(system: str, principal: str) -> str:
+    """The file of a password in a secrets directory: ``kafka-settlement.password``."""
+    return f"{system}-{principal}.password"
+
+
+def make_secrets(folder: Path) -> list[str]:
+    """The secrets directory of a compose deployment (docs/security.md, "Compose"): a password per
+    Kafka principal and Redis user, and Grafana's admin's, each made when missing (48 hex digits),
+    and ``redis-users.acl``, Redis' users with those passwords hashed, written afresh. The
+    directory is ``0700``, which keeps the host's users out; the files ``0644``, so that the
+    container each is mounted into reads it whatever its user. Returns the files it made."""
+    import secrets as random
+
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    wanted = [secrets_file("kafka", p) for p in KAFKA_PRINCIPALS] + [secrets_file("redis", u) for u in REDIS_USERS]
+    made = []
+    for name in [*wanted, "grafana-admin.password"]:
+        path = folder / name
+        if not path.exists():
+            path.write_text(random.token_hex(24) + "\n", encoding="utf-8")
+            made.append(name)
+        path.chmod(0o644)
+    passwords = {user: (folder / secrets_file("redis", user)).read_text(encoding="utf-8").strip() for user in REDIS_USERS}
+    acl = folder / "redis-users.acl"
+    acl.write_text(redis_acl_file(passwords), encoding="utf-8")
+    acl.chmod(0o644)
+    return made
 
 
 def password_variable(system: str, principal: str) -> str:
@@ -315,7 +349,9 @@ def set_redis_user(client: Any, user: str, password: str, rules: Iterable[str]) 
 # --- the environment of a service process ----------------------------------------------------
 
 SECRET_VARIABLES = frozenset(
-    [password_variable("kafka", p) for p in KAFKA_PRINCIPALS] + [password_variable("redis", u) for u in REDIS_USERS]
+    name
+    for variable in [password_variable("kafka", p) for p in KAFKA_PRINCIPALS] + [password_variable("redis", u) for u in REDIS_USERS]
+    for name in (variable, variable + "_FILE")
 )
 
 
@@ -480,7 +516,13 @@ def main(argv: list[str] | None = None) -> int:
     acls.add_argument("--prefix", default=os.environ.get("TOPIC_PREFIX", ""))
     redis_acl = sub.add_parser("redis-acl", help="print Redis' ACL file, passwords from REDIS_<NAME>_PASSWORD")
     redis_acl.add_argument("--prefix", default=os.environ.get("REDIS_PREFIX", ""), help="REDIS_PREFIX of the deployment")
+    secrets = sub.add_parser("secrets", help="make the passwords missing in DIR and its redis-users.acl (compose's secrets)")
+    secrets.add_argument("folder", type=Path, metavar="DIR")
     args = parser.parse_args(argv)
+    if args.command == "secrets":
+        made = make_secrets(args.folder)
+        print(f"{args.folder}: {len(made)} passwords made ({', '.join(made) or 'none missing'}); redis-users.acl written")
+        return 0
     if args.command == "setup":
         return _setup(args.prefix)
     if args.command == "acls":

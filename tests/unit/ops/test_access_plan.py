@@ -6,7 +6,9 @@ nowhere else. tests/integration/test_access.py checks the same on the real broke
 from __future__ import annotations
 
 import dataclasses
+import stat
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -185,3 +187,37 @@ def test_a_redis_password_never_reaches_a_log_line() -> None:
     assert "s3cret" not in repr(settings)
     assert settings.redis_url_redacted == "redis://settlement:***@redis:6379/0"
     assert redacted("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+
+
+def test_passwords_may_come_from_files_docker_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "kafka").write_text("k-secret\n")
+    (tmp_path / "redis").write_text("r s@cret\n")
+    for name in ("KAFKA_PASSWORD", "KAFKA_SECURITY_PROTOCOL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KAFKA_USERNAME", "settlement")
+    monkeypatch.setenv("KAFKA_PASSWORD_FILE", str(tmp_path / "kafka"))
+    monkeypatch.setenv("REDIS_URL", "redis://settlement@redis:6379/0")
+    monkeypatch.setenv("REDIS_PASSWORD_FILE", str(tmp_path / "redis"))
+    settings = Settings.from_env("settlement")
+    assert settings.kafka_client()["sasl_plain_password"] == "k-secret"
+    assert settings.redis_url == "redis://settlement:r%20s%40cret@redis:6379/0"
+    assert "s@cret" not in repr(settings) and "s%40cret" not in repr(settings) and "cret" not in settings.redis_url_redacted
+    monkeypatch.delenv("KAFKA_SETTLEMENT_PASSWORD", raising=False)  # a variable would win over the file
+    monkeypatch.setenv("KAFKA_SETTLEMENT_PASSWORD_FILE", str(tmp_path / "kafka"))
+    assert access.kafka_passwords()[access.SETTLEMENT_SERVICE] == "k-secret"
+    assert "KAFKA_SETTLEMENT_PASSWORD_FILE" in access.SECRET_VARIABLES  # no other service's file either
+
+
+def test_access_secrets_makes_a_private_directory_of_passwords_and_the_redis_acl_file(tmp_path: Path) -> None:
+    folder = tmp_path / "secrets"
+    assert access.main(["secrets", str(folder)]) == 0
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    passwords = {path.name: path.read_text().strip() for path in folder.glob("*.password")}
+    assert set(passwords) == {f"kafka-{p}.password" for p in access.KAFKA_PRINCIPALS} | {
+        f"redis-{u}.password" for u in access.REDIS_USERS
+    } | {"grafana-admin.password"}
+    assert len(set(passwords.values())) == len(passwords) and all(len(p) == 48 for p in passwords.values())
+    acl = (folder / "redis-users.acl").read_text()
+    assert not [p for p in passwords.values() if p in acl], "the ACL file holds hashes, not passwords"
+    assert access.main(["secrets", str(folder)]) == 0  # again: the passwords stay
+    assert {path.name: path.read_text().strip() for path in folder.glob("*.password")} == passwords
