@@ -19,12 +19,15 @@ Once and only once, across restarts:
   acknowledge before it died are the last ones it wrote, so reading the two minutes before the
   newest record of each partition finds them.
 
-A shoe numbers its lines under its signature, so the number is the shoe's counter: a line at or
-below the last one the reader acknowledged to the table's shoe is one the shoe will never send
-again (it resends only what was not acknowledged): a replay. It is refused to the dead letters
-as a signature failure, which the detectors alert on. The acknowledged numbers are kept in Redis
-(``<REDIS_PREFIX>shoe-reader:acknowledged``, the reader's own Redis user), written right after
-each acknowledgement goes out, so they hold across restarts however long a table was quiet.
+A shoe numbers its lines under its signature, so the number is the shoe's counter, and the
+shoe resends only what was not acknowledged. An acknowledgement is *settled* once it went out
+``SETTLE_SECONDS`` (10 s) ago: the shoe has it then, even if the reader died right after sending
+it (whose last acknowledgements may be lost with its socket, and their lines rightly resent). A
+line at or below the table's settled number is one the shoe never sends again: a replay. It is
+refused to the dead letters as a signature failure, which the detectors alert on; a line above
+it and at or below the last published is a resend, dropped without a word. The settled numbers
+are kept in Redis (``<REDIS_PREFIX>shoe-reader:acknowledged``, the reader's own Redis user), so
+they hold across restarts however long a table was quiet; while Redis is away they wait in memory.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import asyncio
 import os
 import signal
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
@@ -57,6 +61,7 @@ SERVICE = "shoe-reader"
 DEADLETTER_TOPIC = topics.deadletter_topic(SERVICE)
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 7007
+SETTLE_SECONDS = 10.0  # after this long, an acknowledgement sent is one the shoe has
 LOOKBACK_MS = 120_000  # how far before the newest record of a partition the restart lookup reads
 MAX_LINE = 4096  # bytes the reader buffers looking for a line end; the protocol allows 200
 
@@ -73,16 +78,23 @@ class _Id(msgspec.Struct):
 
 
 class Acknowledged:
-    """The last sequence number acknowledged per table, in Redis: a hash under the reader's own
-    namespace (``<prefix>shoe-reader:acknowledged``), field table, value the number."""
+    """The settled acknowledgement per table, in Redis: a hash under the reader's own namespace
+    (``<prefix>shoe-reader:acknowledged``), field table, value the sequence number."""
 
     def __init__(self, client: redis.Redis, prefix: str = "") -> None:
         self.client = client
         self.key = f"{prefix}{SERVICE}:acknowledged"
 
     def load(self) -> dict[str, int]:
-        stored: dict[bytes, bytes] = self.client.hgetall(self.key)  # type: ignore[assignment]
-        return {table.decode(): int(seq) for table, seq in stored.items()}
+        """What Redis holds, once it answers (a reader that started without it could not tell a
+        replay from a resend)."""
+        while True:
+            try:
+                stored: dict[bytes, bytes] = self.client.hgetall(self.key)  # type: ignore[assignment]
+                return {table.decode(): int(seq) for table, seq in stored.items()}
+            except (redis.ConnectionError, redis.TimeoutError) as error:
+                structlog.get_logger().warning("redis unavailable; waiting for it", service=SERVICE, error=str(error))
+                time.sleep(1.0)
 
     def save(self, acknowledged: dict[str, int]) -> None:
         self.client.hset(self.key, mapping=acknowledged)  # type: ignore[arg-type]
@@ -153,7 +165,9 @@ class LineHandler:
         self.publisher = publisher
         self.keys = keys
         self.store = acknowledged
-        self.acked = acknowledged.load() if acknowledged is not None else {}
+        self.acked = acknowledged.load() if acknowledged is not None else {}  # settled: below it, a replay
+        self.sent: dict[str, deque[tuple[float, int]]] = {}  # acknowledgements not settled yet: (when, seq)
+        self.unsaved: dict[str, int] = {}  # settled, not yet in Redis
         last = {table: max(seq, last_sequences.get(table, 0)) for table, seq in self.acked.items()}
         self.next_seq = {table_id: seq + 1 for table_id, seq in (last_sequences | last).items()}
         self.on_failure = on_failure
@@ -191,18 +205,27 @@ class LineHandler:
             future.add_errback(self.on_failure)
         return table_id, seq
 
-    def acknowledged(self, released: dict[str, int]) -> None:
-        """The lines up to ``released`` (per table) were acknowledged to their shoes: from now on
-        any of them is a replay, also after a restart."""
-        advanced = {table: seq for table, seq in released.items() if seq > self.acked.get(table, 0)}
-        if not advanced:
-            return
-        self.acked |= advanced
-        if self.store is not None:
+    def acknowledged(self, released: dict[str, int], now: float | None = None) -> None:
+        """The lines up to ``released`` (per table) were acknowledged to their shoes just now."""
+        now = time.monotonic() if now is None else now
+        for table, seq in released.items():
+            self.sent.setdefault(table, deque()).append((now, seq))
+
+    def settle(self, now: float | None = None) -> None:
+        """Acknowledgements sent ``SETTLE_SECONDS`` ago or more are the shoes': from now on any
+        line they covered is a replay, also after a restart (kept in Redis)."""
+        now = time.monotonic() if now is None else now
+        for table, sent in self.sent.items():
+            while sent and sent[0][0] <= now - SETTLE_SECONDS:
+                seq = sent.popleft()[1]
+                if seq > self.acked.get(table, 0):
+                    self.acked[table] = self.unsaved[table] = seq
+        if self.unsaved and self.store is not None:
             try:
-                self.store.save(advanced)
-            except redis.RedisError as error:  # replays of these lines would go unseen after a restart
-                self.on_failure(error)
+                self.store.save(self.unsaved)
+                self.unsaved = {}
+            except redis.RedisError as error:  # kept, and tried again at the next settle
+                self.log.warning("settled acknowledgements not saved; trying again", error=str(error), tables=len(self.unsaved))
 
     def _is_new(self, table_id: str, seq: int) -> bool:
         expected = self.next_seq.get(table_id)
@@ -225,7 +248,9 @@ class LineHandler:
 
 
 def _replayed(table_id: str, seq: int, acked: int) -> BadLine:
-    reason = f"a replayed line: {table_id}'s shoe was acknowledged up to line {acked}, and never sends line {seq} again"
+    reason = (
+        f"a replayed line: {table_id}'s shoe has had line {acked} acknowledged for {SETTLE_SECONDS:g} s, and never sends line {seq} again"
+    )
     return BadLine(Problem.REPLAY, reason, table_id, seq)
 
 
@@ -362,7 +387,9 @@ def main(capture: Path | None = None) -> None:
     keys = keys_from_env(SERVICE, kinds=("shoe",))  # its shoes' keys only
     publisher = Publisher(settings)
     last = published_sequences(settings)
-    acknowledged = Acknowledged(redis.Redis.from_url(settings.redis_url), settings.redis_prefix)
+    # A Redis that hangs must not hold the loop the shoes' lines come in on for long.
+    client = redis.Redis.from_url(settings.redis_url, socket_timeout=2.0, socket_connect_timeout=2.0)
+    acknowledged = Acknowledged(client, settings.redis_prefix)
     handler = LineHandler(publisher, last, on_failure, keys, acknowledged)
     log.info("last published and acknowledged sequences read", published=len(last), acknowledged=len(handler.acked))
     if capture is not None:
@@ -389,6 +416,13 @@ async def _run_tcp(handler: LineHandler, host: str, port: int, failed: threading
             await asyncio.sleep(0.2)
         stop.set()
 
+    async def settle() -> None:
+        while True:
+            await asyncio.sleep(1.0)
+            handler.settle()
+
     watcher = asyncio.create_task(watch_failure())
+    settler = asyncio.create_task(settle())
     await serve_tcp(handler, port, stop, ready=lambda bound: log.info("listening", host=host, port=bound), host=host)
     watcher.cancel()
+    settler.cancel()

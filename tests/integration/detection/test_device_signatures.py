@@ -13,6 +13,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+import redis
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 
@@ -206,8 +207,9 @@ def test_a_replayed_signed_bet_is_refused_and_alerted_across_a_restart(deploymen
 
 
 def test_a_replayed_shoe_line_is_refused_and_alerted_across_a_restart(deployment: Deployment) -> None:
-    """Lines of T04's shoe, acknowledged, then one of them sent again after a kill -9 of the
-    shoe-reader: refused, dead-lettered and alerted; the shoe topic has each line once."""
+    """Lines of T04's shoe, acknowledged (and the acknowledgements settled, kept in Redis), then one
+    of them sent again after a kill -9 of the shoe-reader: refused, dead-lettered and alerted; the
+    shoe topic has each line once."""
     for service in ("shoe-reader", "anomaly-detection"):
         deployment.start(service)
     keys = deployment.device_keys()
@@ -224,6 +226,12 @@ def test_a_replayed_shoe_line_is_refused_and_alerted_across_a_restart(deployment
             await gateway.close()
 
     asyncio.run(send_all())
+    settled = redis.Redis.from_url(deployment.redis_url)
+    deadline = time.monotonic() + 60  # SETTLE_SECONDS after the last acknowledgement
+    while settled.hget(f"{deployment.redis_prefix}shoe-reader:acknowledged", "T04") != b"5":
+        assert time.monotonic() < deadline, deployment.log_text()
+        time.sleep(0.5)
+    settled.close()
     deployment.restart("shoe-reader")
     with socket.create_connection(("127.0.0.1", deployment.reader_port)) as shoe:
         shoe.sendall(lines[2])
