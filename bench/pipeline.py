@@ -65,6 +65,7 @@ from surveil.events import codec, topics
 from surveil.events import models as m
 from surveil.events.topics import ALL_TOPICS, INPUTS
 from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
+from surveil.runtime.alert_keys import PRIVATE_FILE, generate
 from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.topic_admin import create_topics, delete_topics, partitions_from_env
 
@@ -134,7 +135,6 @@ class Pipeline:
     redis_url: str
     instances: int = 1  # of each consumer service (the shoe-reader is one: the devices connect to it)
     services: tuple[str, ...] = SERVICES
-    device_secret: str = "bench floor"  # the devices sign, the services check (DEVICE_KEY_SECRET)
     partitions: int = field(default_factory=partitions_from_env)
     tag: str = field(default_factory=lambda: f"bench-pipeline-{uuid.uuid4().hex[:8]}")
     log_level: str = "INFO"  # faust and the runner log their partition assignments at INFO
@@ -146,6 +146,9 @@ class Pipeline:
     def __post_init__(self) -> None:
         self.prefix = self.tag + "."
         self.logs = Path(tempfile.mkdtemp(prefix=self.tag + "-"))
+        self.device_keys = str(self.logs / "device-keys")  # the devices sign, the services check (DEVICE_KEYS)
+        Path(self.device_keys).mkdir(mode=0o700)
+        generate(self.logs / "alert-signing")  # the detectors sign their alerts (ALERT_SIGNING_KEY)
 
     def instance_names(self, service: str) -> list[str]:
         if service == "shoe-reader" or self.instances == 1:
@@ -179,7 +182,8 @@ class Pipeline:
             "SHOE_READER_PORT": str(self.reader_port),
             "INSTANCE_ID": name,
             "LOG_LEVEL": self.log_level,
-            "DEVICE_KEY_SECRET": self.device_secret,
+            "DEVICE_KEYS": self.device_keys,
+            "ALERT_SIGNING_KEY": str(self.logs / "alert-signing" / PRIVATE_FILE),
             "FAUST_DATADIR": str(self.logs / f"faust-{name}"),
         }
         env = self.access.env(service, env)  # its own principal, with the ACLs of this prefix
@@ -425,6 +429,8 @@ class Alerts(threading.Thread):
                 now = time.time()
                 for record in records:
                     alert = codec.decode(record.value)
+                    if isinstance(alert, m.AlertCheckpoint):  # the detectors' signed count of each table's alerts
+                        continue
                     assert isinstance(alert, m.AlertRaised)
                     self.arrivals.append((now, alert))
         consumer.close()
@@ -471,7 +477,7 @@ class PlaySpec:
     start: float | None  # Unix time the floor's clock starts at, and play begins (real pace)
     settings: Settings  # the floor-simulator's, as the deployment's principal
     reader_port: int
-    device_secret: str
+    device_keys: str  # the key store: the child issues a key for each device of its floor
 
 
 def _play(spec: PlaySpec, pipe: Any) -> None:
@@ -479,7 +485,7 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
     play them; report through ``pipe``."""
     import surveil.sim.live as live_module
     import surveil.sim.table as table_module
-    from surveil.events.signing import DeviceKeys
+    from surveil.events.signing import DeviceKeys, KeyStore, console_device, shoe_device
     from surveil.runtime.kafka import Publisher
     from surveil.sim.floor import Floor
     from surveil.sim.table import TableInput, Truth
@@ -507,7 +513,11 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
     if spec.start is not None and spec.start < time.time():
         pipe.send({"error": f"generating took {generated:.0f} s: {time.time() - spec.start:.1f} s past the start; give it more --lead"})
         return
-    keys = DeviceKeys(spec.device_secret)
+    store = KeyStore(spec.device_keys)
+    for table in floor.tables:
+        for device in (shoe_device(table.table_id), console_device(table.table_id)):
+            store.issue(device)
+    keys = DeviceKeys(store)
     publisher = Publisher(spec.settings, keys)  # connected before the start: every event's time is when it is sent
     run = live_module.LiveRun()
     clock: dict[str, float] = {}
@@ -639,7 +649,7 @@ def live(
                 start,
                 pipeline.settings(FLOOR_SIMULATOR),
                 pipeline.reader_port,
-                pipeline.device_secret,
+                pipeline.device_keys,
             )
         )
         generated = simulator.generated()
@@ -808,7 +818,7 @@ def full_speed(
                 None,
                 pipeline.settings(FLOOR_SIMULATOR),
                 pipeline.reader_port,
-                pipeline.device_secret,
+                pipeline.device_keys,
             )
         )
         generated = simulator.generated()

@@ -46,6 +46,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from surveil.events import codec, topics
 from surveil.events import models as m
+from surveil.events.signing import DeviceKeys, KeyStore
 from surveil.events.topics import ALL_TOPICS
 from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
 from surveil.runtime.config import Settings, kafka_client_config
@@ -66,6 +67,16 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+class Issuing:
+    """A key store that issues a device's key the first time it is asked for it."""
+
+    def __init__(self, store: KeyStore) -> None:
+        self.store = store
+
+    def get(self, device: str) -> bytes:
+        return self.store.get(device) or self.store.issue(device)
+
+
 @dataclass
 class Deployment:
     """A table side of its own: topics, Redis keys and the two services."""
@@ -79,8 +90,15 @@ class Deployment:
     processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
     access: PrefixAccess | None = None  # each service as its own principal (docs/security.md)
 
+    @property
+    def keys(self) -> DeviceKeys:
+        """The floor's devices' own keys, each issued into the deployment's key store the first
+        time the device signs (the services check with that store)."""
+        return DeviceKeys(Issuing(KeyStore(self.logs / "device-keys")))
+
     def __enter__(self) -> Deployment:
         create_topics(self.bootstrap, [self.prefix + t for t in ALL_TOPICS])
+        (self.logs / "device-keys").mkdir(mode=0o700)
         self.access = PrefixAccess(self.bootstrap, self.redis_url, self.prefix, self.prefix)
         instances = [("shoe-reader", "shoe-reader")] + [
             ("table-controller", f"table-controller-{n}") for n in range(1, self.controllers + 1)
@@ -96,6 +114,7 @@ class Deployment:
                 "SHOE_READER_PORT": str(self.reader_port),
                 "INSTANCE_ID": name,
                 "LOG_LEVEL": "WARNING",
+                "DEVICE_KEYS": str(self.logs / "device-keys"),
             }
             env = self.access.env(service, env)
             log = (self.logs / f"{name}.log").open("wb")
@@ -141,7 +160,7 @@ class Deployment:
         settings = dataclasses.replace(Settings.from_env("floor-simulator"), kafka_bootstrap=self.bootstrap, topic_prefix=self.prefix)
         if self.access is not None:
             settings = self.access.settings(settings, FLOOR_SIMULATOR)
-        return Publisher(settings, linger_ms=20)
+        return Publisher(settings, self.keys, linger_ms=20)
 
 
 class Completions(threading.Thread):
@@ -210,7 +229,7 @@ def real_pace(bootstrap: str, redis_url: str, tables: int, seconds: float, contr
             clock["began"] = time.monotonic()
             run = LiveRun()
             try:
-                await asyncio.wait_for(play_live(floor, publisher, gateway, ROUND_SECONDS, run=run), seconds + 60)  # type: ignore[arg-type]
+                await asyncio.wait_for(play_live(floor, publisher, gateway, ROUND_SECONDS, run=run, keys=publisher.keys), seconds + 60)  # type: ignore[arg-type]
             except TimeoutError:
                 pass
             finally:
@@ -258,7 +277,7 @@ def full_speed(bootstrap: str, redis_url: str, tables: int, controllers: int) ->
         async def play() -> None:
             gateway = ShoeGateway("127.0.0.1", deployment.reader_port)
             try:
-                await play_live(floor, publisher, gateway, pace=0)  # type: ignore[arg-type]
+                await play_live(floor, publisher, gateway, pace=0, keys=publisher.keys)  # type: ignore[arg-type]
             finally:
                 await gateway.close()
 

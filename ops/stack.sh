@@ -125,7 +125,7 @@ ensure_installed() {
 
 # Principals with a SCRAM credential on the broker, and Redis users (surveil.runtime.access).
 KAFKA_PRINCIPALS=(admin shoe-reader table-controller settlement anomaly-detection lag-exporter floor-simulator auditor console)
-REDIS_USERS=(admin table-controller settlement)
+REDIS_USERS=(admin shoe-reader table-controller settlement)
 
 # KAFKA_SHOE_READER_PASSWORD, REDIS_ADMIN_PASSWORD, ...: the variables surveil.runtime.access reads.
 password_variable() { local name=${2^^}; echo "${1^^}_${name//-/_}_PASSWORD"; }

@@ -297,6 +297,9 @@ def dashboard(
 # Colour steps and value mappings used more than once.
 ALARM_AT_1 = (("green", None), ("red", 1))
 UP_DOWN = [{"type": "value", "options": {"0": {"text": "down", "color": "red"}, "1": {"text": "up", "color": "green"}}}]
+SIGNATURES_CHECKED = [
+    {"type": "value", "options": {"0": {"text": "OFF: devices unchecked", "color": "red"}, "1": {"text": "checked", "color": "green"}}}
+]
 IN_PLAY = [{"type": "value", "options": {"0": {"text": "no shoe", "color": "blue"}, "1": {"text": "in play", "color": "green"}}}]
 TABLE_LINK = [
     {
@@ -574,83 +577,6 @@ def table_drill_down() -> Json:
     )
 
 
-# ---- a patron -----------------------------------------------------------------------------------
-
-
-def patron_view() -> Json:
-    p = 'patron="$patron"'
-    staked = f"sum(increase(surveil_patron_staked_total{{{p}}}[$__range]))"
-    paid = f"sum(increase(surveil_patron_paid_out_total{{{p}}}[$__range]))"
-    bets = f"surveil_patron_bets_total{{{p}}}"
-    won = f'sum(increase(surveil_patron_bets_total{{{p}, result="win"}}[$__range]))'
-    decided = f'sum(increase(surveil_patron_bets_total{{{p}, result=~"win|lose"}}[$__range]))'
-    panels = [
-        row("The patron in the time range"),
-        stat("Staked", "What the patron staked on decided bets in the time range, in currency units.", Query(staked), decimals=0),
-        stat(
-            "Paid", "What was paid back to the patron (stakes and winnings) in the time range, in currency units.", Query(paid), decimals=0
-        ),
-        stat(
-            "Net",
-            "The patron's gain: paid minus staked, in currency units (positive: the patron won).",
-            Query(f"{paid} - {staked}"),
-            decimals=0,
-            thresholds=(("green", None), ("orange", 0)),
-        ),
-        stat(
-            "Win rate",
-            "Won bets among the won and lost ones (pushes left out). "
-            f"A fair {DECKS}-deck shoe gives a Banker bettor {win_share('banker')} and a Player bettor {win_share('player')} of decided bets; PATRON_WIN_RATE watches for more.",
-            Query(f"{won} / {decided}"),
-            unit="percentunit",
-            decimals=1,
-            thresholds=(("green", None), ("orange", 0.55), ("red", 0.6)),
-        ),
-        stat("Bets", "How many bets the patron had settled in the time range.", Query(f"sum(increase({bets}[$__range]))"), decimals=0),
-        stat(
-            "Alerts",
-            "How many alerts named this patron in the time range.",
-            Query(f"sum(increase(surveil_patron_alerts_total{{{p}}}[$__range])) or vector(0)"),
-            decimals=0,
-            thresholds=ALARM_AT_1,
-        ),
-        row("Play"),
-        timeseries(
-            "Bets per hour by result",
-            "When the patron played and how it went: bets settled per hour by result, over the last 5 minutes.",
-            Query(f"sum by (result) (rate({bets}[5m])) * 3600 > 0", "{{result}}"),
-        ),
-        bars(
-            "Bets by spot and result",
-            "Where the patron bets (Player, Banker, Tie, pairs) and with what result, in the time range.",
-            Query(f"sort_desc(sum by (spot, result) (increase({bets}[$__range])) > 0)", "{{spot}} {{result}}"),
-            decimals=0,
-        ),
-        timeseries(
-            "Net, rolling hour",
-            "The patron's gain over the hour before each point, in currency units.",
-            Query(
-                f"sum(increase(surveil_patron_paid_out_total{{{p}}}[1h])) - sum(increase(surveil_patron_staked_total{{{p}}}[1h]))", "net"
-            ),
-        ),
-        bars(
-            "Alerts by rule",
-            "Which rules named this patron in the time range (PATRON_WIN_RATE, LATE_BET, TIE_BET_*, SQUEEZE_HOLDER, STANDING_BET_ON_SEAT_BOX...).",
-            Query(f"sort_desc(sum by (rule) (increase(surveil_patron_alerts_total{{{p}}}[$__range])) > 0)", "{{rule}}"),
-            decimals=0,
-            thresholds=ALARM_AT_1,
-        ),
-    ]
-    return dashboard(
-        "surveil-patron",
-        "Surveillance: patron",
-        "One patron: staked, paid, net, win rate and the alerts that named them.",
-        panels,
-        [variable("patron", "Patron", "surveil_patron_bets_total", "The patron to look at.")],
-        time_from="now-24h",
-    )
-
-
 # ---- the pipeline -------------------------------------------------------------------------------
 
 
@@ -671,7 +597,23 @@ def pipeline_health() -> Json:
             Query(f"up{{{SERVICE_JOBS}}}", "{{job}}"),
             mappings=UP_DOWN,
             thresholds=(("red", None), ("green", 1)),
-            width=12,
+            width=8,
+            options={
+                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                "colorMode": "background",
+                "graphMode": "none",
+                "justifyMode": "center",
+                "orientation": "vertical",
+                "textMode": "value_and_name",
+            },
+        ),
+        stat(
+            "Device signatures",
+            'Do the shoe-reader and the table-controller check their devices\' signatures? Red: started with DEVICE_SIGNATURES=off, so any shoe line or bet is taken, forged or not (docs/security.md, "Device signatures").',
+            Query("min by (service) (surveil_device_signatures_enforced)", "{{service}}"),
+            mappings=SIGNATURES_CHECKED,
+            thresholds=(("red", None), ("green", 1)),
+            width=4,
             options={
                 "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
                 "colorMode": "background",
@@ -712,7 +654,7 @@ def pipeline_health() -> Json:
         row("Consumer lag"),
         timeseries(
             "Consumer lag by group and topic",
-            f"How far behind each consumer group is, in messages (the lag exporter). SurveilConsumerLagHigh pages past {LAG_THRESHOLD} for 5 minutes. A caught-up partition shows 1 (2 on baccarat.deadletter, which two services write in transactions): the markers after the last message.",
+            f"How far behind each consumer group is, in messages (the lag exporter). SurveilConsumerLagHigh pages past {LAG_THRESHOLD} for 5 minutes. A caught-up partition shows 1: the marker after the last message.",
             Query("group_topic:surveil_consumer_lag_messages:sum", "{{group}} {{topic}}"),
             thresholds=(("green", None), ("red", LAG_THRESHOLD)),
             custom={
@@ -778,7 +720,7 @@ def pipeline_health() -> Json:
         row("Dead letters and rejections"),
         timeseries(
             "Dead letters by service and origin",
-            "Inputs rejected to baccarat.deadletter, per 5 minutes, by the service that rejected them and where they came from. SurveilDeadLetters warns on any.",
+            "Inputs rejected to the dead letters (baccarat.deadletter.<service>), per 5 minutes, by the service that rejected them and where they came from. SurveilDeadLetters warns on any.",
             Query("sum by (service, origin) (increase(surveil_dead_letters_total[5m])) > 0", "{{service}} {{origin}}"),
             decimals=0,
             width=12,
@@ -847,7 +789,6 @@ def pipeline_health() -> Json:
 DASHBOARDS = {
     "floor-overview.json": floor_overview,
     "table-drill-down.json": table_drill_down,
-    "patron.json": patron_view,
     "pipeline-health.json": pipeline_health,
 }
 

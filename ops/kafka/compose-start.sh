@@ -11,11 +11,13 @@
 #    super user, stores everyone else's (kafka-init: python -m surveil.runtime.access setup). The
 #    image would format it without; it finds it formatted and goes on.
 #
-# Environment (docker-compose.yml): SCRAM_ADMIN_PASSWORD, CLIENT_SECURITY_PROTOCOL
-# (SASL_PLAINTEXT or SASL_SSL: the INTERNAL and EXTERNAL listeners'), and the KAFKA_* settings
-# and CLUSTER_ID the image reads. docs/security.md explains the whole.
+# Environment (docker-compose.yml): SCRAM_ADMIN_PASSWORD_FILE (the admin's password, a Docker
+# secret), CLIENT_SECURITY_PROTOCOL (SASL_PLAINTEXT or SASL_SSL: the INTERNAL and EXTERNAL
+# listeners'), and the KAFKA_* settings and CLUSTER_ID the image reads. docs/security.md explains
+# the whole.
 set -euo pipefail
-: "${SCRAM_ADMIN_PASSWORD:?the password of the admin, KAFKA_ADMIN_PASSWORD in compose}"
+: "${SCRAM_ADMIN_PASSWORD_FILE:?the file of the password of the admin, the secret kafka-admin-password in compose}"
+SCRAM_ADMIN_PASSWORD=$(<"$SCRAM_ADMIN_PASSWORD_FILE")
 : "${CLUSTER_ID:?}"
 data=${KAFKA_LOG_DIRS:-/var/lib/kafka/data}
 scram='org.apache.kafka.common.security.scram.ScramLoginModule required'
@@ -44,7 +46,7 @@ EOF
   echo "sasl.jaas.config=$scram $admin;"
   if [[ ${CLIENT_SECURITY_PROTOCOL:-} == SASL_SSL ]]; then
     echo "ssl.truststore.type=PEM"
-    echo "ssl.truststore.location=/etc/kafka/tls/ca.pem"
+    echo "ssl.truststore.location=/run/secrets/kafka-ca"
   fi
 } >/tmp/admin-client.properties
 

@@ -28,6 +28,8 @@ stored between events as the faust app stores it), and the shoe-reader's line pa
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import hmac
 import json
 import logging
 import time
@@ -68,6 +70,19 @@ from surveil.table_controller.processor import TableController
 
 FLOOR = {"tables": 2, "shoes": 1, "seed": 2026}
 DEVICE_SECRET = "fuzz floor"
+
+
+class FloorKeys:
+    """A key store holding a key for every device a fuzzed line may name, each its own (made up
+    from the device's name under ``secret``: a test's stand-in for keys issued one by one)."""
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret.encode()
+
+    def get(self, device: str) -> bytes:
+        return hmac.new(self.secret, device.encode(), hashlib.sha256).digest()
+
+
 WINDOW = 20  # the floor's events after the place the fuzzed records go in
 STEP = 25  # places a case may start at: every STEP events of the floor
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -757,7 +772,7 @@ def composed_line(draw: st.DrawFn, keys: DeviceKeys | None) -> bytes:
     if signing == "shoe" and keys is not None:
         body += " ~" + keys.sign(f"shoe/{table}", body.encode("ascii", "replace"))
     elif signing == "other":
-        body += " ~" + DeviceKeys("not the floor's").sign(f"shoe/{table}", body.encode("ascii", "replace"))
+        body += " ~" + DeviceKeys(FloorKeys("not the floor's")).sign(f"shoe/{table}", body.encode("ascii", "replace"))
     elif signing == "junk":
         body += " ~" + draw(_TOKEN)
     raw = body.encode("ascii", "replace")
@@ -788,7 +803,7 @@ class LineCase:
 
 @cache
 def line_case() -> st.SearchStrategy[LineCase]:
-    keys = DeviceKeys(DEVICE_SECRET)
+    keys = DeviceKeys(FloorKeys(DEVICE_SECRET))
     lines = material().lines
     return st.booleans().flatmap(
         lambda signed: st.builds(
@@ -810,7 +825,7 @@ class ParserConsumer:
         return line_case()
 
     def run(self, case: LineCase) -> tuple[list[str], tuple[str, str] | None]:
-        keys = DeviceKeys(DEVICE_SECRET) if case.signed else None
+        keys = DeviceKeys(FloorKeys(DEVICE_SECRET)) if case.signed else None
         status = []
         for raw in case.lines:
             try:
@@ -876,7 +891,7 @@ class HandlerConsumer:
     name = "shoe-reader/LineHandler"
 
     def __init__(self) -> None:
-        self.keys = DeviceKeys(DEVICE_SECRET)
+        self.keys = DeviceKeys(FloorKeys(DEVICE_SECRET))
 
     def strategy(self) -> st.SearchStrategy[LineCase]:
         return line_case()
@@ -905,7 +920,7 @@ class HandlerConsumer:
                 status.append("rejected")
                 topic, _, value = publisher.letters[-1]
                 letter = deadletter.decode(value)
-                if topic != topics.DEADLETTER or letter.payload != raw or not letter.reason:
+                if topic != topics.deadletter_topic("shoe-reader") or letter.payload != raw or not letter.reason:
                     return status, ("violation", f"a refused line without its dead letter: {raw!r}")
             elif (published, refused) == (0, 0) and handled is not None and handled[1] < expected.get(handled[0], 0):
                 status.append("dropped")

@@ -43,7 +43,8 @@ READERS = {
     topics.SETTLEMENT: ("anomaly-detection",),
     FACTS: ("anomaly-detection",),
     PATTERN_ALERTS: ("anomaly-detection",),
-    topics.DEADLETTER: (),  # the detectors read it for spoofed devices, and pass over what they cannot read
+    # The detectors read the verifiers' dead letters for spoofed devices, and pass over what they cannot read.
+    topics.deadletter_topic("table-controller"): (),
 }
 SERVICES = ("table-controller", "settlement", "anomaly-detection")
 FRAMING = 2048  # bytes left for a record's framing and headers' overhead under the broker's maximum
@@ -153,7 +154,8 @@ def fuzz_live(deployment: Deployment, count: int, seed: int, progress: Callable[
             + deployment.log_text()
         )
         found = set()
-        for value in deployment.read_values(topics.DEADLETTER, len(expected), timeout=10):
+        values = [value for service in SERVICES for value in deployment.read_values(topics.deadletter_topic(service), timeout=10)]
+        for value in values:
             try:
                 letter = deadletter.decode(value or b"")
             except msgspec.DecodeError:

@@ -390,7 +390,7 @@ class AppConsumer:
         from surveil.anomaly_detection import app
 
         self.app = app
-        self.watched = (topics.SHOE, topics.TABLE, topics.SETTLEMENT, app.PATTERN_ALERTS, topics.DEADLETTER, app.FACTS)
+        self.watched = (topics.SHOE, topics.TABLE, topics.SETTLEMENT, app.PATTERN_ALERTS, *app.REFUSALS, app.FACTS)
         self.base = _BASES[self.name] = [e for e in material().recorded if e.topic in self.watched[:3]]
         # The app's own topics are read after what made their records: offsets of their own.
         self.internal: Counter[str] = Counter()

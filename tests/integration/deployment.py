@@ -3,7 +3,8 @@ TOPIC_PREFIX) and Redis keys (its REDIS_PREFIX), any of ``surveil serve shoe-rea
 ``table-controller``, ``settlement`` and ``anomaly-detection`` as subprocesses, each logged in as
 its own principal with the ACLs of the prefix (``PrefixAccess``), that a test starts, kills -9
 and starts again; a simulated floor played live to them (the shoes' lines over TCP to the
-shoe-reader, the inputs signed to ``baccarat.inputs``); and what they published, read back.
+shoe-reader, the inputs signed to ``baccarat.inputs``), each device with its own key, issued into
+the deployment's key store the first time it signs; and what they published, read back.
 
 The table-side, settlement, detection and faults tests all use ``Deployment``; the module also has
 the offline references they compare with: the events ``surveil simulate`` records for a floor
@@ -38,8 +39,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from surveil.embedded.record import record
 from surveil.events import codec, topics
 from surveil.events import models as m
-from surveil.events.signing import DeviceKeys
+from surveil.events.signing import DeviceKeys, KeyStore
 from surveil.runtime.access import FLOOR_SIMULATOR, SETTLEMENT_SERVICE, PrefixAccess, redis_rules, set_redis_user
+from surveil.runtime.alert_keys import PRIVATE_FILE, PUBLIC_FILE, AlertVerifier, generate
 from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.kafka import Publisher
 from surveil.runtime.state import MemoryBackend, RedisBackend
@@ -63,6 +65,17 @@ CONSUMES = {
 INSTANCE_ID = "it"  # the same on every start: a restarted service fences the one killed before it
 
 
+class Provisioned:
+    """The test's devices: each gets a key of its own, issued into the key store (as
+    ``surveil keys issue`` does) the first time it signs."""
+
+    def __init__(self, store: KeyStore) -> None:
+        self.store = store
+
+    def get(self, device: str) -> bytes:
+        return self.store.get(device) or self.store.issue(device)
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -84,7 +97,6 @@ class Deployment:
     logs: Path
     # Each service's and the simulator's own credentials and rights (tests/integration/conftest.py).
     access: PrefixAccess | None = None
-    device_secret: str = "integration-test floor"  # the devices sign; the services check (DEVICE_KEY_SECRET)
     env: dict[str, str] = field(default_factory=dict)  # more environment for every service
     reader_port: int = field(default_factory=free_port)
     metrics_ports: dict[str, int] = field(default_factory=lambda: {name: free_port() for name in SERVICES})
@@ -95,9 +107,26 @@ class Deployment:
     def topic(self, name: str) -> str:
         return self.topic_prefix + name
 
+    @property
+    def key_store(self) -> KeyStore:
+        return KeyStore(self.logs / "device-keys")
+
+    @property
+    def alert_keys(self) -> Path:
+        """The detectors' alert-signing key pair (made on first use): anomaly-detection gets the
+        private key, a test verifies with the public one."""
+        folder = self.logs / "alert-signing"
+        if not (folder / PRIVATE_FILE).exists():
+            generate(folder)
+        return folder
+
+    def alert_verifier(self) -> AlertVerifier:
+        return AlertVerifier.from_files([self.alert_keys / PUBLIC_FILE])
+
     # ---- the services ------------------------------------------------------------------------
 
     def service_env(self, service: str) -> dict[str, str]:
+        self.key_store.root.mkdir(mode=0o700, exist_ok=True)
         env = {
             **os.environ,
             "KAFKA_BOOTSTRAP": self.bootstrap,
@@ -107,10 +136,12 @@ class Deployment:
             "REDIS_PREFIX": self.redis_prefix,
             "INSTANCE_ID": INSTANCE_ID,
             "SHOE_READER_PORT": str(self.reader_port),
-            "DEVICE_KEY_SECRET": self.device_secret,
+            "DEVICE_KEYS": str(self.key_store.root),  # the devices sign; the shoe-reader and table-controller check
             "FAUST_DATADIR": str(self.logs / "faust"),
             **self.env,
         }
+        if service == "anomaly-detection":
+            env["ALERT_SIGNING_KEY"] = str(self.alert_keys / PRIVATE_FILE)
         return env if self.access is None else self.access.env(service, env)
 
     def start(self, service: str) -> subprocess.Popen[bytes]:
@@ -202,7 +233,8 @@ class Deployment:
     # ---- the floor ---------------------------------------------------------------------------
 
     def device_keys(self) -> DeviceKeys:
-        return DeviceKeys(self.device_secret)
+        """The floor's devices' keys, each issued into the key store when the device first signs."""
+        return DeviceKeys(Provisioned(self.key_store))
 
     def publisher(self, principal: str = FLOOR_SIMULATOR, keys: DeviceKeys | None = None, **overrides: Any) -> Publisher:
         """A publisher as ``principal`` (the floor's devices by default, signing with ``keys``;

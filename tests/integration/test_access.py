@@ -41,12 +41,12 @@ needs_redis_auth = pytest.mark.skipif(not REDIS_SECURED, reason="Redis has no AC
 # Fail fast: a refused client must not wait out kafka-python's 30 s bootstrap or 60 s max_block.
 FAST = {"bootstrap_timeout_ms": 8000, "request_timeout_ms": 8000, "reconnect_backoff_max_ms": 500}
 
-# docs/contract.md's topic table: who writes what (and every service the dead letters).
+# docs/contract.md's topic table: who writes what (and every service its own dead letters).
 WRITES = {
-    access.SHOE_READER: {topics.SHOE, topics.DEADLETTER},
-    access.TABLE_CONTROLLER: {topics.TABLE, topics.DEADLETTER},
-    access.SETTLEMENT_SERVICE: {topics.SETTLEMENT, topics.DEADLETTER},
-    access.ANOMALY_DETECTION: {topics.ALERTS, topics.DEADLETTER},
+    access.SHOE_READER: {topics.SHOE, topics.deadletter_topic(access.SHOE_READER)},
+    access.TABLE_CONTROLLER: {topics.TABLE, topics.deadletter_topic(access.TABLE_CONTROLLER)},
+    access.SETTLEMENT_SERVICE: {topics.SETTLEMENT, topics.deadletter_topic(access.SETTLEMENT_SERVICE)},
+    access.ANOMALY_DETECTION: {topics.ALERTS, topics.deadletter_topic(access.ANOMALY_DETECTION)},
     access.LAG_EXPORTER: set(),
     access.FLOOR_SIMULATOR: {topics.INPUTS},
     access.AUDITOR: set(),
@@ -57,7 +57,7 @@ READS = {
     access.SHOE_READER: {topics.SHOE},
     access.TABLE_CONTROLLER: {topics.SHOE, topics.INPUTS},
     access.SETTLEMENT_SERVICE: {topics.TABLE},
-    access.ANOMALY_DETECTION: {topics.SHOE, topics.TABLE, topics.SETTLEMENT, topics.DEADLETTER},
+    access.ANOMALY_DETECTION: {topics.SHOE, topics.TABLE, topics.SETTLEMENT, *access.REFUSALS},
     access.LAG_EXPORTER: set(),
     access.FLOOR_SIMULATOR: set(),
     access.AUDITOR: {topics.SHOE, topics.TABLE, topics.SETTLEMENT},  # what an export reads
@@ -308,19 +308,44 @@ def test_a_service_redis_user_reads_and_writes_its_own_keys_only(
         for command in (("FLUSHALL",), ("KEYS", "*"), ("SCAN", "0"), ("CONFIG", "GET", "*"), ("ACL", "LIST"), ("FUNCTION", "FLUSH")):
             with pytest.raises(redis.exceptions.NoPermissionError):
                 settlement.execute_command(*command)
-        # What the state backend does in a commit: MULTI/EXEC, MSET, the counters' script.
+        # What the state backend does in a commit: WATCH, MULTI/EXEC, MSET, DEL, HINCRBY, HSET.
         with settlement.pipeline(transaction=True) as pipe:
+            pipe.watch(f"{redis_prefix}settlement:progress")
+            pipe.multi()
             pipe.mset({f"{redis_prefix}settlement:a": 1, f"{redis_prefix}settlement:b": 2})
+            pipe.delete(f"{redis_prefix}settlement:b")
             pipe.hincrby(f"{redis_prefix}settlement:c", "n", 3)
+            pipe.hset(f"{redis_prefix}settlement:progress", mapping={"t:0": 1})
             pipe.execute()
-        script = settlement.register_script("return redis.call('HINCRBY', KEYS[1], 'n', 1)")
-        assert script([f"{redis_prefix}settlement:c"]) == 4
-        with pytest.raises(redis.exceptions.NoPermissionError):
-            script([f"{redis_prefix}table-controller:c"])
+        assert settlement.hget(f"{redis_prefix}settlement:c", "n") == b"3"
     finally:
         settlement.close()
         controller.close()
     assert redis_client.get(f"{redis_prefix}table-controller:table:T01") == b"game state"
+
+
+@needs_redis_auth
+@pytest.mark.parametrize("service", sorted(access.REDIS_NAMESPACES))
+def test_a_service_redis_user_cannot_run_scripts_or_functions(service: str, redis_prefix: str, prefix_access: PrefixAccess) -> None:
+    """A script or function runs alone in Redis: one that loops blocks every client. A service's
+    user may run none, on its own keys or any."""
+    key = f"{redis_prefix}{access.REDIS_NAMESPACES[service]}:k"
+    client = redis.Redis.from_url(prefix_access.redis_url(service))
+    try:
+        assert client.set(key, b"1")  # its own keys: yes
+        for command in (
+            ("EVAL", "return 1", "1", key),
+            ("EVAL_RO", "return 1", "1", key),
+            ("EVALSHA", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db", "1", key),
+            ("SCRIPT", "LOAD", "return 1"),
+            ("SCRIPT", "EXISTS", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db"),
+            ("FCALL", "f", "1", key),
+            ("FUNCTION", "LOAD", "#!lua name=x\nredis.register_function('f', function() return 1 end)"),
+        ):
+            with pytest.raises(redis.exceptions.NoPermissionError):
+                client.execute_command(*command)
+    finally:
+        client.close()
 
 
 @needs_redis_auth
@@ -356,4 +381,4 @@ def test_a_service_process_gets_its_own_credentials_and_no_other_secret(service_
     assert os.environ["KAFKA_PASSWORD"] not in env.values()  # the admin's
     if REDIS_SECURED:
         assert "://" in env["REDIS_URL"] and "admin" not in env["REDIS_URL"].split("@")[0]
-    assert "REDIS_URL" not in service_env(access.SHOE_READER)
+    assert "REDIS_URL" not in service_env(access.LAG_EXPORTER)

@@ -22,6 +22,7 @@ import traceback
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from io import BufferedIOBase
 from itertools import islice
 from pathlib import Path
@@ -29,10 +30,11 @@ from typing import Any, Protocol
 
 import msgspec
 
+from ..detect.alerts import Signer, checkpoint
 from ..detect.floor import Floor
 from ..detect.watch import Fact, Raised
 from ..events import codec, topics
-from ..events.models import AlertRaised, Event
+from ..events.models import AlertCheckpoint, AlertRaised, Event
 
 WATCHED_TOPICS = frozenset({topics.SHOE, topics.TABLE, topics.SETTLEMENT})
 BATCH_LINES = 2048  # lines handed to the shards at a time
@@ -48,6 +50,7 @@ class BadLine:
 @dataclass
 class ReplayResult:
     alerts: list[AlertRaised] = field(default_factory=list)
+    checkpoint: AlertCheckpoint | None = None  # with a signer: every table's count and head at the end
     bad_lines: list[BadLine] = field(default_factory=list)
     events: int = 0
     events_by_type: Counter[str] = field(default_factory=Counter)
@@ -252,13 +255,15 @@ def replay(
     on_alert: Callable[[AlertRaised], None] | None = None,
     on_event: Callable[[Event], None] | None = None,
     workers: int = 1,
+    signer: Signer | None = None,
 ) -> ReplayResult:
     """Watch every table of ``lines`` across ``workers`` processes; judge, collect alerts and bad lines.
 
     ``on_event`` sees every event in the log's order, and before it each alert the events before
-    it raised, as a single-process replay would call it."""
+    it raised, as a single-process replay would call it. With ``signer`` (the detectors' key) the
+    alerts are signed, and a checkpoint of every table closes them."""
     result = ReplayResult()
-    judge = Floor(profile_override=profile)
+    judge = Floor(profile_override=profile, signer=signer)
 
     def emit(found: Iterable[Found]) -> None:
         for _, raised, facts in found:
@@ -305,4 +310,7 @@ def replay(
         result.tables += total.tables
         result.unboxed_bets += total.unboxed_bets
     result.events = result.events_by_type.total()
+    if signer is not None:
+        end = max((alert.time for alert in result.alerts), default=datetime.now(UTC))
+        result.checkpoint = checkpoint(judge.chains.heads, end, signer)
     return result

@@ -11,6 +11,11 @@
 
 Both agents run exactly the code the offline replay runs, so live and offline alerts agree.
 
+Every alert is signed with the detectors' key (``ALERT_SIGNING_KEY``; the service does not start
+without it), and every ``ALERT_CHECKPOINT_SECONDS`` (60) each worker publishes, for each
+partition it holds, a signed checkpoint of its tables' chains onto that partition of the alerts
+topic (``detect.alerts``; ``surveil verify`` checks a log against them).
+
 Delivery is at least once (faust commits offsets after flushing what it produced), and the
 tables make it effectively once. Each table's value holds, in one changelog record, its state,
 the offset of the last event applied per input topic, and the outputs of its recent events. An
@@ -36,6 +41,7 @@ import time
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Set
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from typing import Any
 
 import faust
@@ -44,13 +50,14 @@ import structlog
 from faust.types import TP
 
 from ..detect import patterns
-from ..detect.alerts import chained, raise_alert
-from ..detect.devices import signature_finding
+from ..detect.alerts import chained, checkpoint, raise_alert
+from ..detect.devices import ARTICLES, signature_finding
 from ..detect.floor import chart_finding
 from ..detect.watch import DealerRound, Fact, PatronBet, TableState, TableWatch
 from ..events import codec, deadletter, topics
-from ..events.models import AlertRaised, Event
+from ..events.models import AlertRaised, ChainHead, Event
 from ..runtime import logs
+from ..runtime.alert_keys import AlertSigner
 from ..runtime.config import Settings
 from ..runtime.kafka import partition_for
 from . import metrics
@@ -61,6 +68,8 @@ RECENT_OUTPUTS = 256  # per table or chart: more than a worker has in flight whe
 
 settings = Settings.from_env(SERVICE)
 log = structlog.get_logger().bind(service=SERVICE)
+SIGNER = AlertSigner.from_env()  # the detectors' key; service.main refuses to start without it
+CHECKPOINT_SECONDS = float(os.environ.get("ALERT_CHECKPOINT_SECONDS", "60"))
 
 
 class Output(msgspec.Struct, array_like=True):
@@ -97,6 +106,14 @@ class Watched(msgspec.Struct):
     state: TableState
     outbox: Outbox = msgspec.field(default_factory=Outbox)
     chain: str = ""  # the chain value of the table's last alert
+    count: int = 0  # the table's alerts so far
+
+
+class Head(msgspec.Struct):
+    """The part of a ``Watched`` value a checkpoint needs: decoded without the rest."""
+
+    chain: str = ""
+    count: int = 0
 
 
 class Applied(msgspec.Struct):
@@ -134,7 +151,8 @@ app = App(
 )
 
 alerts_topic = app.topic(settings.topic(topics.ALERTS), key_type=bytes, value_type=bytes)
-deadletters_topic = app.topic(settings.topic(topics.DEADLETTER), key_type=bytes, value_type=bytes)
+DEADLETTERS = topics.deadletter_topic(SERVICE)
+deadletters_topic = app.topic(settings.topic(DEADLETTERS), key_type=bytes, value_type=bytes)
 FACTS = f"{SERVICE}-facts"
 facts_topic = app.topic(settings.topic(FACTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True)
 # Pattern alerts go back to their table's watch, which chains every alert of the table in order.
@@ -142,17 +160,19 @@ PATTERN_ALERTS = f"{SERVICE}-pattern-alerts"
 pattern_alerts_topic = app.topic(
     settings.topic(PATTERN_ALERTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True
 )
-# Dead letters too: a device message refused for its signature is an alert for its table.
-WATCHED = (topics.SHOE, topics.TABLE, topics.SETTLEMENT, PATTERN_ALERTS, topics.DEADLETTER)
+# The dead letters of the services that check device signatures too, each service's own topic: a
+# device message refused for its signature is an alert for its table.
+REFUSALS = {topics.deadletter_topic(service): service for service in ARTICLES}
+WATCHED = (topics.SHOE, topics.TABLE, topics.SETTLEMENT, PATTERN_ALERTS, *REFUSALS)
 streams = app.topic(*(settings.topic(name) for name in WATCHED), key_type=bytes, value_type=bytes)
-TOPICS = {topics.ALERTS: alerts_topic, topics.DEADLETTER: deadletters_topic, "facts": facts_topic, PATTERN_ALERTS: pattern_alerts_topic}
+TOPICS = {topics.ALERTS: alerts_topic, DEADLETTERS: deadletters_topic, "facts": facts_topic, PATTERN_ALERTS: pattern_alerts_topic}
 # What each record's value is (events/topics.py): the pattern alerts are events, the facts and the
 # tables' values this service's own MessagePack. Each send gets a list of its own (faust may add
 # to the one it is given).
 MSGPACK_HEADERS = ((topics.CONTENT_TYPE, topics.MSGPACK),)
 HEADERS = {
     topics.ALERTS: tuple(topics.headers(topics.ALERTS)),
-    topics.DEADLETTER: tuple(topics.headers(topics.DEADLETTER)),
+    DEADLETTERS: tuple(topics.headers(DEADLETTERS)),
     "facts": MSGPACK_HEADERS,
     PATTERN_ALERTS: tuple(topics.headers(topics.ALERTS)),
 }
@@ -162,6 +182,7 @@ chart_table = app.Table("pattern-charts", default=None, key_type=bytes, value_ty
 
 _watched = msgspec.msgpack.Decoder(Watched)
 _applied = msgspec.msgpack.Decoder(Applied)
+_head = msgspec.msgpack.Decoder(Head)
 # The tables and charts changed since the last commit, written by ``_write_changed``.
 _changed: dict[bytes, Watched] = {}
 _changed_charts: dict[bytes, Charted] = {}
@@ -180,9 +201,10 @@ def _alert_outputs(source: str, alerts: list[AlertRaised], watched: Watched) -> 
     """The table's alerts, linked into its chain, as outputs."""
     outputs, topic = [], source.rpartition(":")[0]
     for alert in alerts:
-        linked = chained(alert, watched.chain)
+        linked = chained(alert, watched.chain, SIGNER)
         assert linked.data.chain is not None
         watched.chain = linked.data.chain
+        watched.count += 1
         outputs.append(Output(source, topics.ALERTS, alert.subject.encode(), codec.encode(linked)))
         metrics.alert_raised(alert)
         metrics.ALERT_LATENCY.labels(topic).observe(max(time.time() - alert.time.timestamp(), 0.0))
@@ -209,15 +231,15 @@ def watch_record(name: str, partition: int, offset: int, timestamp: float, key: 
     be read is passed over: a dead letter of a dead letter could loop."""
     topic = name.removeprefix(settings.topic_prefix)
     try:
-        if topic == topics.DEADLETTER:
-            return _refused_device_message(raw or b"", f"{topic}:{offset}")
+        if topic in REFUSALS:
+            return _refused_device_message(raw or b"", f"{topic}:{offset}", REFUSALS[topic])
         decoded = codec.decode(raw or b"")
         travels_on = topics.ALERTS if topic == PATTERN_ALERTS else topic  # the pattern alerts come back
         if decoded.topic != travels_on:  # it would be read as what it is not
             raise codec.InvalidEventError(f"a {decoded.event_type} event travels on {decoded.topic}, not on {topic}")
         return _watched_event(decoded, name, partition, offset, timestamp)
     except Exception as error:
-        if topic == topics.DEADLETTER:
+        if topic in REFUSALS:
             log.exception("a dead letter could not be read", offset=offset)
             return []
         return [_dead_letter(name, partition, offset, key, raw or b"", error)]
@@ -262,7 +284,7 @@ def _dead_letter(name: str, partition: int | None, offset: int, key: bytes | Non
 def _fitting(output: Output, name: str, partition: int | None, offset: int) -> Output:
     """An output, or its dead letter if it is too large for the broker (its send would fail, and
     the worker with it, at every restart)."""
-    if output.topic == topics.DEADLETTER or topics.fits(output.key, output.value):
+    if output.topic == DEADLETTERS or topics.fits(output.key, output.value):
         return output
     reason = (
         f"its output to {output.topic} is {len(output.key) + len(output.value):,} bytes, over the broker's maximum record: not published"
@@ -284,7 +306,7 @@ def _letter(name: str, partition: int | None, offset: int, key: bytes | None, pa
         key=key.decode(errors="replace") if key else None,
         kind=kind,
     )
-    return Output(f"{name}:{offset}", topics.DEADLETTER, deadletter.record_key(key), deadletter.encode(letter))
+    return Output(f"{name}:{offset}", DEADLETTERS, deadletter.record_key(key), deadletter.encode(letter))
 
 
 _TABLE_STREAMS = {settings.topic(name): name for name in (topics.SHOE, topics.TABLE, topics.SETTLEMENT)}
@@ -396,13 +418,14 @@ app.before_commit = _write_changed
 app.commit_timeout = float(os.environ.get("COMMIT_TIMEOUT_S", app.commit_timeout))
 
 
-def _refused_device_message(raw: bytes, source: str) -> list[Output]:
-    """A dead letter of a device message with a bad signature: an alert for the table it names."""
+def _refused_device_message(raw: bytes, source: str, service: str) -> list[Output]:
+    """A dead letter of ``service`` (from its own topic) of a device message with a bad
+    signature: an alert for the table it names."""
     try:
         letter = deadletter.decode(raw)
     except msgspec.DecodeError:
         return []  # not ours to judge: a dead letter is already where bad input ends
-    found = signature_finding(letter)
+    found = signature_finding(letter, service)
     if found is None:
         return []
     key = found.context.table_id.encode()
@@ -415,6 +438,41 @@ def _refused_device_message(raw: bytes, source: str) -> list[Output]:
         outputs = [_fitting(output, topic, None, int(offset)) for output in outputs]
         watched.outbox.record(topic, int(offset), outputs)
     return outputs
+
+
+@app.timer(interval=CHECKPOINT_SECONDS)  # type: ignore[untyped-decorator]  # faust is untyped
+async def publish_checkpoints() -> None:
+    """For each partition this worker holds, the signed count and head of every table of it with
+    alerts, onto that partition of the alerts topic (after the alerts it counts: one producer)."""
+    if SIGNER is None:
+        return
+    held = {tp.partition for tp in app.consumer.assignment() if tp.topic == settings.topic(topics.SHOE)}
+    heads: dict[int, dict[str, ChainHead]] = {partition: {} for partition in held}
+    for key in {*watch_table.data.keys(), *_changed}:
+        partition = partition_for(key, settings.partitions)
+        if partition in heads:
+            count, chain = _head_of(key)
+            if count:
+                heads[partition][key.decode()] = ChainHead(count, chain)
+    now = datetime.now(UTC)
+    every = round(CHECKPOINT_SECONDS)
+    for partition, tables in sorted(heads.items()):
+        made = checkpoint(tables, now, SIGNER, partition, settings.partitions, every)
+        await alerts_topic.send(
+            key=made.subject.encode(), value=codec.encode(made), partition=partition, headers=list(HEADERS[topics.ALERTS])
+        )
+
+
+def _head_of(key: bytes) -> tuple[int, str]:
+    """A table's alert count and last chain value: what this worker changed or wrote, else decoded."""
+    watched = _changed.get(key)
+    if watched is None:
+        cached, stored = _written.get(key), watch_table.data.get(key)
+        watched = cached[1] if cached is not None and stored is cached[0] else None
+        if watched is None:
+            head = _head.decode(stored) if stored else Head()
+            return head.count, head.chain
+    return watched.count, watched.chain
 
 
 @app.agent(facts_topic)

@@ -17,7 +17,6 @@ __all__ = [
     "COMMIT_SECONDS",
     "DEAD_LETTERS",
     "EVENT_LATENCY",
-    "PATRON_ALERTS",
     "QUEUE_LATENCY",
     "ROUNDS_CHECKED",
     "ROUND_OUTCOMES",
@@ -37,20 +36,18 @@ ALERTS = Counter("surveil_alerts_total", "Alerts raised, by rule and severity.",
 for _code in SEVERITY:
     for _severity in severities(_code):
         ALERTS.labels(_code.value, _severity.value)
-# The same alerts by table and by patron, for the drill-down and patron dashboards, and by table
-# for the page that names it (SurveilCriticalAlert: a rule's severity is its own, or one of two for
-# a graded rule, so it adds at most a series). Their series start with a table's or patron's first
-# alert: labels that many are not made up front.
+# The same alerts by table, for the drill-down dashboard and the page that names the table
+# (SurveilCriticalAlert: a rule's severity is its own, or one of two for a graded rule, so it adds
+# at most a series). Its series start with a table's first alert: labels that many are not made up
+# front. Not by patron: /metrics is unauthenticated, and which patron an alert names is for the
+# room's alert feed and the incident report, not for it.
 TABLE_ALERTS = Counter("surveil_table_alerts_total", "Alerts raised at a table, by rule and severity.", ["table", "rule", "severity"])
-PATRON_ALERTS = Counter("surveil_patron_alerts_total", "Alerts that name a patron, by rule.", ["patron", "rule"])
 
 
 def alert_raised(alert: m.AlertRaised) -> None:
     d = alert.data
     ALERTS.labels(d.rule, d.severity).inc()
     TABLE_ALERTS.labels(alert.subject, d.rule, d.severity).inc()
-    if d.patron_id:
-        PATRON_ALERTS.labels(d.patron_id, d.rule).inc()
 
 
 # By the topic the detectors read the event from: a card read (baccarat.shoe) comes one hop from

@@ -9,9 +9,11 @@ from ..runtime.topic_admin import create_topics
 
 
 def main() -> None:
-    from .app import FACTS, PATTERN_ALERTS, app, settings
+    from .app import FACTS, PATTERN_ALERTS, SIGNER, app, settings
 
     logs.configure(settings.service, settings.log_level)
+    if SIGNER is None:  # an unsigned alert proves nothing: docs/security.md, "Alert proof"
+        raise SystemExit("refusing to start without the detectors' alert-signing key: ALERT_SIGNING_KEY (surveil keys alert-signing)")
     # The internal topics exist before the worker subscribes: one that faust creates on its first
     # send joins the subscription only at the next metadata refresh, five minutes on, and the
     # rebalance that this causes left the worker's streams stalled for good.

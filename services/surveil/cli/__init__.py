@@ -29,6 +29,7 @@ COMMANDS = {
     "replay": "surveil.cli.replay:replay_command",
     "verify": "surveil.analysis.verify:verify_command",
     "export": "surveil.cli.export:export_command",
+    "keys": "surveil.cli.keys:keys",
     "ledger": "surveil.cli.ledger:ledger",
     "reconcile": "surveil.cli.ledger:reconcile",
     "up": "surveil.cli.stack:up_command",

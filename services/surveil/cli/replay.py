@@ -19,6 +19,7 @@ from ..analysis.incident import IncidentCollector
 from ..analysis.replay import replay
 from ..events import codec
 from ..events.models import AlertRaised
+from ..runtime.alert_keys import AlertSigner
 
 # One per core, to four: every worker reads every line, and this process judges every finding in
 # turn (a sixth of a replay's work), so more workers would add little (not measured past two cores).
@@ -82,6 +83,7 @@ def replay_command(
         _publish(log, kafka, None if as_fast else speed, console)
         return
     out = open(alerts_file, "wb") if alerts_file else None
+    signer = AlertSigner.from_env()  # with the detectors' key (ALERT_SIGNING_KEY), a log `surveil verify` proves
     incidents = IncidentCollector(log.name, profile) if report_file else None
 
     def write(alert: AlertRaised) -> None:
@@ -99,8 +101,11 @@ def replay_command(
             on_alert=write,
             on_event=incidents.event if incidents is not None else None,
             workers=workers,
+            signer=signer,
         )
     if out:
+        if result.checkpoint is not None:
+            out.write(codec.encode(result.checkpoint) + b"\n")
         out.close()
     if incidents is not None and report_file:
         from ..analysis.incident_page import sha256_of

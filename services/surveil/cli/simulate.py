@@ -17,7 +17,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..core.profiles import DEFAULT_PROFILE, profile_names
 from ..embedded.record import labels_path, record_to_files
 from ..events import models as m
-from ..events.signing import DeviceKeys
+from ..events.signing import DeviceKeys, KeyStore, console_device, shoe_device
 from ..runtime.config import Settings
 from ..runtime.kafka import Publisher
 from ..shoe_reader.service import DEFAULT_PORT
@@ -128,10 +128,25 @@ def _offline(floor: Floor, out: Path, total_shoes: int, err: Console) -> None:
         sys.exit(1)
 
 
+def _device_keys(floor: Floor, err: Console) -> DeviceKeys | None:
+    """The simulated devices' own keys, from the key store ``DEVICE_KEYS`` (the simulator plays
+    every device of the floor, so it holds each one's key); None without a store."""
+    store = os.environ.get("DEVICE_KEYS")
+    if not store:
+        err.print("[yellow]DEVICE_KEYS is not set: the devices sign nothing, which only services with DEVICE_SIGNATURES=off take[/yellow]")
+        return None
+    keys = KeyStore(store)
+    devices = [device(table.table_id) for table in floor.tables for device in (shoe_device, console_device)]
+    missing = [device for device in devices if keys.get(device) is None]
+    if missing:
+        raise click.UsageError(f"no key in {store} for {', '.join(missing[:4])}{' ...' if len(missing) > 4 else ''}: surveil keys issue")
+    return DeviceKeys(keys)
+
+
 def _live(floor: Floor, kafka: str, shoe_reader: str, pace: float, out: Path | None, err: Console) -> LiveRun:
     host, _, port = shoe_reader.rpartition(":")
     settings = dataclasses.replace(Settings.from_env("floor-simulator"), kafka_bootstrap=kafka)
-    keys = DeviceKeys.from_env()  # the devices' keys: what a floor's gateways are provisioned with
+    keys = _device_keys(floor, err)
     publisher = Publisher(settings, keys)
     labels = open(labels_path(out), "wb") if out is not None else None
 

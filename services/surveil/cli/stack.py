@@ -4,6 +4,8 @@ into them.
 
 Each service runs as its own principal (docs/security.md): its credentials come from the
 stack's secrets (.stack/secrets/stack.env, written by ops/stack.sh), and it gets only its own.
+Each simulated device has its own key, issued once into .stack/secrets/device-keys/: the
+shoe-reader and the table-controller verify with it, the simulator (all the devices) signs.
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from pathlib import Path
 
 import click
 
-from ..runtime.access import CONSOLE, FLOOR_SIMULATOR, service_env
+from ..events.signing import KeyStore, console_device, shoe_device
+from ..runtime.access import ANOMALY_DETECTION, CONSOLE, FLOOR_SIMULATOR, service_env
+from ..runtime.alert_keys import PRIVATE_FILE, generate
 from ..runtime.config import DEFAULT_METRICS_PORTS
+from ..sim.floor import table_ids
 
 ROOT = Path(__file__).resolve().parents[3]
 STACK = ROOT / "ops" / "stack.sh"
@@ -27,6 +32,10 @@ RUN = ROOT / ".stack" / "run"  # pid and log files of what `up` started
 STACK_ENV = ROOT / ".stack" / "secrets" / "stack.env"  # an admin's environment: every principal's password
 SERVICES = ("shoe-reader", "table-controller", "settlement", "anomaly-detection", CONSOLE)
 CONSOLE_USERS = ROOT / ".stack" / "console" / "users.json"  # the local console's users (0600)
+DEVICE_KEYS = ROOT / ".stack" / "secrets" / "device-keys"  # the simulated devices' keys
+ALERT_SIGNING = ROOT / ".stack" / "secrets" / "alert-signing"  # the detectors' key pair: verify with alert-signing.pub
+# Who gets the device key store: the two that verify, and the simulator, which plays the devices.
+WITH_DEVICE_KEYS = {"shoe-reader", "table-controller", FLOOR_SIMULATOR}
 
 
 def _stack(command: str) -> None:
@@ -52,6 +61,10 @@ def _start(name: str, args: list[str], principal: str) -> int:
     if principal == CONSOLE:
         env.setdefault("CONSOLE_USERS_FILE", str(CONSOLE_USERS))
         env.setdefault("CONSOLE_EXPORT_DIR", str(CONSOLE_USERS.parent / "exports"))
+    if principal in WITH_DEVICE_KEYS:
+        env["DEVICE_KEYS"] = str(DEVICE_KEYS)
+    if principal == ANOMALY_DETECTION:
+        env["ALERT_SIGNING_KEY"] = str(ALERT_SIGNING / PRIVATE_FILE)
     process = subprocess.Popen(
         [sys.executable, "-m", "surveil", *args], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env
     )
@@ -89,6 +102,12 @@ def _wait_for_metrics(port: int, seconds: float = 60.0) -> bool:
 def up_command(tables: int, shoes: int, pace: float, inject: str) -> None:
     """Start Kafka, Redis, Prometheus, the four services, the console and a simulated floor."""
     _stack("up")
+    store = KeyStore(DEVICE_KEYS)
+    devices = [device(table) for table in table_ids(tables) for device in (shoe_device, console_device)]
+    issued = [store.issue(device) for device in devices if store.get(device) is None]
+    click.echo(f"device keys: {len(devices)} in {DEVICE_KEYS} ({len(issued)} issued now)")
+    if not (ALERT_SIGNING / PRIVATE_FILE).exists():
+        click.echo(f"alert-signing key {generate(ALERT_SIGNING)} made in {ALERT_SIGNING}")
     for service in SERVICES:
         if _running(service):
             click.echo(f"{service}: already running")
@@ -110,7 +129,8 @@ def up_command(tables: int, shoes: int, pace: float, inject: str) -> None:
     click.echo(
         f"\nConsole: http://127.0.0.1:{console_port}/{users}\n"
         f"Prometheus: http://127.0.0.1:9090 (alerts: /alerts, rules: /rules)\n"
-        f"Logs: {RUN}/*.log\nAlerts as they happen: the topic baccarat.alerts\n"
+        f"Logs: {RUN}/*.log\nAlerts as they happen: the console, and the topic baccarat.alerts "
+        f"(a log of it proves itself: surveil verify LOG --key {ALERT_SIGNING}/alert-signing.pub)\n"
         "Grafana runs with docker compose (docs/deployment.md); here, query Prometheus directly.\n"
         "Stop everything: surveil down"
     )

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from datetime import time
 from pathlib import Path
 
+from ..runtime.config import secret
+
 MIN_SECRET_LENGTH = 32  # characters of CONSOLE_SECRET_KEY (openssl rand -hex 32 gives 64)
 
 
@@ -38,8 +40,8 @@ class ConsoleConfig:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] = os.environ) -> ConsoleConfig:
-        secret = env.get("CONSOLE_SECRET_KEY", "")
-        if len(secret) < MIN_SECRET_LENGTH:
+        secret_key = secret(env.get("CONSOLE_SECRET_KEY"), env.get("CONSOLE_SECRET_KEY_FILE"))
+        if len(secret_key) < MIN_SECRET_LENGTH:
             raise ConfigError(
                 f"CONSOLE_SECRET_KEY must be set to a random string of at least {MIN_SECRET_LENGTH} characters "
                 "(it signs the session cookies): e.g. openssl rand -hex 32"
@@ -52,10 +54,10 @@ class ConsoleConfig:
                 host=env.get("CONSOLE_HOST", "127.0.0.1"),
                 port=int(env.get("CONSOLE_PORT", "8088")),
                 users_file=Path(env.get("CONSOLE_USERS_FILE", "console-users.json")),
-                secret_key=secret,
+                secret_key=secret_key,
                 session_minutes=int(env.get("CONSOLE_SESSION_MINUTES", "30")),
                 secure_cookies=env.get("CONSOLE_SECURE_COOKIES", "false").lower() in ("1", "true", "yes"),
-                webhook_token=env.get("ALERTMANAGER_WEBHOOK_TOKEN", ""),
+                webhook_token=secret(env.get("ALERTMANAGER_WEBHOOK_TOKEN"), env.get("ALERTMANAGER_WEBHOOK_TOKEN_FILE")),
                 history_hours=float(env.get("CONSOLE_HISTORY_HOURS", "12")),
                 shift_starts=shift_starts,
                 max_rows=int(env.get("CONSOLE_MAX_ROWS", "500")),

@@ -4,24 +4,30 @@ Alert ids are a hash of the rule, the table and what the finding is about (a rou
 shoe index), so the same finding always gets the same id and redelivery never shows an officer
 the same alert twice. The alert's time is the time of the event that revealed it.
 
-Alerts are tamper-evident: each table's alerts form a hash chain. An alert's ``chain`` is
-``sha256(previous chain + "\n" + its data as JSON with sorted keys, without chain)``; the first
-alert of a table chains from the empty string. Whoever publishes a table's alerts, in order,
+Alerts are a proof of what the detectors raised. Each table's alerts form a hash chain: an
+alert's ``chain`` is ``sha256(previous chain + "\n" + the alert as JSON with sorted keys, its
+envelope (id, time, source, subject, type) and data, without chain and signature)``; the first
+alert of a table chains from the empty string. Its ``signature`` is the detectors' Ed25519
+signature of the chain value (``runtime.alert_keys``): no one without their private key can
+make a link, so an alert changed, inserted or moved shows, and so does a chain recomputed over
+a changed log. Checkpoints (``checkpoint``, published per partition of the alerts topic every
+minute) state, signed, how many alerts each table has and the chain of its last: a log cut short,
+or with a table taken out, shows against them. Whoever publishes a table's alerts, in order,
 links them (``Chains``); ``surveil verify`` checks a recorded alert log.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 import msgspec
 
 from ..core.findings import Finding
 from ..events import codec
-from ..events.models import AlertRaised, AlertRaisedData
+from ..events.models import AlertCheckpoint, AlertCheckpointData, AlertRaised, AlertRaisedData, ChainHead
 
 SOURCE = "anomaly-detection"
 
@@ -68,25 +74,57 @@ def raise_alert(finding: Finding, context: Context, time: datetime, ordinal: int
 _canonical = msgspec.json.Encoder(order="sorted").encode
 
 
-def chain_link(previous: str, data: AlertRaisedData) -> str:
-    """The chain value of an alert with ``data`` following one whose chain is ``previous``."""
-    unchained = msgspec.structs.replace(data, chain=None)
-    return hashlib.sha256(previous.encode() + b"\n" + _canonical(unchained)).hexdigest()
+class Signer(Protocol):
+    """The detectors' key (``runtime.alert_keys.AlertSigner``)."""
+
+    def sign(self, data: bytes) -> str: ...
 
 
-def chained(alert: AlertRaised, previous: str) -> AlertRaised:
-    """``alert`` linked to its table's previous alert."""
-    data = msgspec.structs.replace(alert.data, chain=chain_link(previous, alert.data))
-    return msgspec.structs.replace(alert, data=data)
+def chain_link(previous: str, alert: AlertRaised) -> str:
+    """The chain value of ``alert`` following one whose chain is ``previous``."""
+    unsealed = msgspec.structs.replace(alert, data=msgspec.structs.replace(alert.data, chain=None, signature=None))
+    return hashlib.sha256(previous.encode() + b"\n" + _canonical(unsealed)).hexdigest()
 
 
-class Chains(msgspec.Struct):
-    """The last chain value of each table's alerts, to link the next one."""
+def chained(alert: AlertRaised, previous: str, signer: Signer | None = None) -> AlertRaised:
+    """``alert`` linked to its table's previous alert, and signed with ``signer``."""
+    chain = chain_link(previous, alert)
+    signature = None if signer is None else signer.sign(chain.encode())
+    return msgspec.structs.replace(alert, data=msgspec.structs.replace(alert.data, chain=chain, signature=signature))
 
-    last: dict[str, str] = {}
+
+def checkpoint_bytes(checkpoint: AlertCheckpoint) -> bytes:
+    """What a checkpoint's signature signs: the checkpoint, envelope and data, without it."""
+    return _canonical(msgspec.structs.replace(checkpoint, data=msgspec.structs.replace(checkpoint.data, signature=None)))
+
+
+def checkpoint(
+    heads: dict[str, ChainHead], time: datetime, signer: Signer, partition: int = 0, partitions: int = 1, every: int = 0
+) -> AlertCheckpoint:
+    """The signed checkpoint of the tables ``heads`` of one partition (of ``partitions``)."""
+    data = AlertCheckpointData(partition=partition, partitions=partitions, every=every, tables=dict(sorted(heads.items())))
+    unsigned = codec.make(
+        AlertCheckpoint,
+        data,
+        id=f"checkpoint/{partition}/{time.timestamp():.3f}",
+        source=SOURCE,
+        time=time,
+        subject=f"partition/{partition}",
+    )
+    data = msgspec.structs.replace(unsigned.data, signature=signer.sign(checkpoint_bytes(unsigned)))
+    return msgspec.structs.replace(unsigned, data=data)
+
+
+@dataclass
+class Chains:
+    """Each table's chain so far (how many alerts, the chain of the last), to link the next one."""
+
+    signer: Signer | None = None
+    heads: dict[str, ChainHead] = field(default_factory=dict)
 
     def link(self, alert: AlertRaised) -> AlertRaised:
-        linked = chained(alert, self.last.get(alert.subject, ""))
+        head = self.heads.get(alert.subject)
+        linked = chained(alert, head.head if head else "", self.signer)
         assert linked.data.chain is not None
-        self.last[alert.subject] = linked.data.chain
+        self.heads[alert.subject] = ChainHead(head.count + 1 if head else 1, linked.data.chain)
         return linked

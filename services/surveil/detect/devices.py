@@ -1,6 +1,8 @@
 """A device message refused for its signature is an attack on the table: a spoofed card read
 changes what the shoe says came out, a spoofed bet what the table owes. The services that check
-signatures dead-letter such messages; this turns each into an alert for the table it names."""
+signatures dead-letter such messages, each on its own dead-letter topic, which only it may write;
+this turns each into an alert for the table it names. Who refused the message is the topic's
+service, never what the letter says: any service may write a letter that claims anything."""
 
 from __future__ import annotations
 
@@ -9,21 +11,23 @@ from ..events.deadletter import SIGNATURE, DeadLetter
 from .alerts import Context
 from .watch import Raised
 
-# What a spoofed message of each service's devices undermines.
+# The services that check device signatures, and what a spoofed message of their devices undermines.
 ARTICLES = {"shoe-reader": "Art. 7", "table-controller": "Art. 13"}
 
 
-def signature_finding(letter: DeadLetter) -> Raised | None:
-    if letter.kind != SIGNATURE or not letter.key:
+def signature_finding(letter: DeadLetter, service: str) -> Raised | None:
+    """The alert for ``letter``, read from ``service``'s own dead-letter topic; None when it is
+    not a device message refused for its signature, or ``service`` checks no signatures."""
+    if letter.kind != SIGNATURE or not letter.key or service not in ARTICLES:
         return None
-    device = "card-reading shoe" if letter.service == "shoe-reader" else "console or bet sensors"
+    device = "card-reading shoe" if service == "shoe-reader" else "console or bet sensors"
     payload = letter.payload[:160].decode("ascii", "replace")
     finding = Finding(
         AlertCode.DEVICE_SIGNATURE,
-        ARTICLES.get(letter.service, "Art. 7"),
+        ARTICLES[service],
         f"A message claiming to come from table {letter.key}'s {device} was refused: {letter.reason}.",
-        {"service": letter.service, "origin": letter.origin, "reason": letter.reason, "message": payload},
+        {"service": service, "origin": letter.origin, "reason": letter.reason, "message": payload},
     )
     where = letter.offset if letter.offset is not None else letter.time.isoformat()
-    context = Context(letter.key, f"device:{letter.service}:{letter.origin}:{where}")
+    context = Context(letter.key, f"device:{service}:{letter.origin}:{where}")
     return Raised(finding, context, letter.time)

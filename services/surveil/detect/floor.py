@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from ..core.findings import AlertCode, Finding
 from ..events.models import AlertRaised, Event
 from . import patterns
-from .alerts import Chains, Context, raise_alert
+from .alerts import Chains, Context, Signer, raise_alert
 from .watch import Fact, PatronBet, Raised, TableState, TableWatch
 
 
@@ -55,12 +55,12 @@ def chart_finding(chart: patterns.Cusum, fact: Fact) -> Raised | None:
 
 
 class Floor:
-    def __init__(self, profile_override: str | None = None) -> None:
+    def __init__(self, profile_override: str | None = None, signer: Signer | None = None) -> None:
         self.profile_override = profile_override
         self.tables: dict[str, TableWatch] = {}
         self.charts: dict[str, patterns.Cusum] = {}
         self.raised_ids: set[str] = set()
-        self.chains = Chains()
+        self.chains = Chains(signer)  # alerts signed with ``signer``, the detectors' key, when given
         self.findings_by_rule: Counter[str] = Counter()
 
     @property

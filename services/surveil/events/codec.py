@@ -46,14 +46,15 @@ def encode(event: Event) -> bytes:
     return _encoder.encode(event)
 
 
-def make(cls: type[E], data: Data, *, id: str, source: str, time: datetime) -> E:
-    """A new event of type ``cls``; ``subject`` is the table id, as the contract fixes."""
+def make(cls: type[E], data: Data | msgspec.Struct, *, id: str, source: str, time: datetime, subject: str | None = None) -> E:
+    """A new event of type ``cls``; ``subject`` is the table id, as the contract fixes (given only
+    for an event about no one table: a checkpoint is about a partition of the alerts topic)."""
     return cls(  # type: ignore[call-arg]
         specversion="1.0",
         id=id,
         source=source,
         time=time,
-        subject=data.table_id,
+        subject=data.table_id if subject is None else subject,  # type: ignore[union-attr]
         datacontenttype="application/json",
         data=data,
     )

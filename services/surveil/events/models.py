@@ -37,6 +37,10 @@ Seat = Annotated[str, msgspec.Meta(pattern=r"^([1-9][0-9]?|standing)$", descript
 Box = Annotated[str, msgspec.Meta(pattern=r"^([1-9][0-9]?|standing)$", description="a seat's box, or standing")]
 Seats = Annotated[int, msgspec.Meta(ge=7, le=99, description="the table's seats (Art. 1: seven or more)")]
 Total = Annotated[int, msgspec.Meta(ge=0, le=9)]
+Hash = Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$", description="sha256, hex")]
+Signature = Annotated[
+    str, msgspec.Meta(pattern="^[0-9a-f]{16}:[0-9a-f]{128}$", description="the signing key's id and its Ed25519 signature, hex")
+]
 UtcTime = Annotated[datetime, msgspec.Meta(tz=True, description="RFC 3339, UTC, from 2000 to 2099")]
 # An event's time: any clock a casino runs on, with room to work with it (a time at the calendar's
 # ends overflows as soon as it is shifted into Macau's time zone).
@@ -203,9 +207,30 @@ class AlertRaisedData(Data, frozen=True, kw_only=True, omit_defaults=True):
     patron_id: Id | None = None
     dealer_id: Id | None = None
     evidence: dict[str, Any] = {}
-    # Tamper evidence: sha256 of the table's previous alert's chain and this alert's data
-    # (surveil.detect.alerts.chain_link); `surveil verify` checks a recorded alert log.
-    chain: Annotated[str, msgspec.Meta(pattern="^[0-9a-f]{64}$")] | None = None
+    # The proof (surveil.detect.alerts): sha256 of the table's previous alert's chain and this
+    # alert (envelope and data), and the detectors' Ed25519 signature of it; `surveil verify`
+    # checks a recorded alert log with the detectors' public key.
+    chain: Hash | None = None
+    signature: Signature | None = None
+
+
+class ChainHead(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    """How far a table's chain of alerts got: how many alerts, and the chain of the last."""
+
+    count: Annotated[int, msgspec.Meta(ge=1)]
+    head: Hash
+
+
+class AlertCheckpointData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What the detectors had raised by the checkpoint's time at every table of one partition of
+    the alerts topic (its subject, ``partition/<p>``: it is about no one table), signed. Every
+    partition gets one every ``every`` seconds (0: the one closing an offline replay)."""
+
+    partition: Annotated[int, msgspec.Meta(ge=0)]
+    partitions: Annotated[int, msgspec.Meta(ge=1)]
+    every: Annotated[int, msgspec.Meta(ge=0)]
+    tables: dict[Id, ChainHead]
+    signature: Signature | None = None
 
 
 # ---- baccarat.alert-actions: what the surveillance room did about an alert (the console) ------
@@ -417,6 +442,11 @@ class AlertRaised(Event, frozen=True, kw_only=True, tag="baccarat.alert.raised")
 class AlertAction(Event, frozen=True, kw_only=True, tag="baccarat.alert.action"):
     topic = topics.ALERT_ACTIONS
     data: AlertActionData
+
+
+class AlertCheckpoint(Event, frozen=True, kw_only=True, tag="baccarat.alert.checkpoint"):
+    topic = topics.ALERTS
+    data: AlertCheckpointData
 
 
 class RoundOpen(Event, frozen=True, kw_only=True, tag="baccarat.input.round.open"):

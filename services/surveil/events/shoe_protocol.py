@@ -58,6 +58,7 @@ class Problem(StrEnum):
     FORMAT = "format"  # version, field count, kind
     FIELD = "field"  # a field's value
     SIGNATURE = "signature"  # missing or not the shoe's: a spoofed or altered line
+    REPLAY = "replay"  # the shoe's, but acknowledged before: sent again by someone else (the reader judges)
 
 
 class BadLine(ValueError):

@@ -1,11 +1,24 @@
-"""Device signatures: every shoe line and every console or sensor input carries an HMAC-SHA256 of
-its bytes under its device's key, so a spoofed card read or bet is refused (and alerted on).
+"""Device signatures: every shoe line and every console or sensor input carries an HMAC-SHA256
+under its own device's key, so a spoofed card read or bet is refused (and alerted on).
 
-Each device has its own key, derived from the floor's secret (``DEVICE_KEY_SECRET``) and the
-device's name: ``shoe/<table>`` for a card-reading shoe, ``console/<table>`` for a table's console
-and bet sensors. A device is provisioned with its key alone; the services hold the secret.
-Without ``DEVICE_KEY_SECRET`` nothing is signed or checked (a development floor), and the services
-say so when they start.
+Each device has a key of its own, 32 random bytes that an operator issues for it
+(``surveil keys issue shoe/T07``) into the key store, a directory only the verifying services
+read (``DEVICE_KEYS``): ``<store>/shoe/<table>.key`` for a table's card-reading shoe,
+``<store>/console/<table>.key`` for its dealer console and bet sensors, each 64 hex digits. The
+device is provisioned with its key and nothing else; no secret derives one key from another.
+The shoe-reader reads only ``shoe/``, the table-controller only ``console/``.
+
+A key signs for its own table only, and for each message once:
+
+- a shoe line names its table and its sequence number, both under the signature
+  (``shoe_protocol``); the shoe-reader refuses a number it has acknowledged before;
+- an input's record key is its table, and its ``signature`` header is ``<counter>:<hmac>``,
+  the HMAC of the counter and the record's value: the table-controller refuses an input whose
+  event is about another table, or whose counter is not above the last it took from the device.
+
+The verifiers refuse to start without a key store unless ``DEVICE_SIGNATURES=off`` is set, for a
+development floor whose devices sign nothing; they say so in their log and in the gauge
+``surveil_device_signatures_enforced`` (docs/security.md).
 """
 
 from __future__ import annotations
@@ -13,11 +26,26 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
+import secrets
+import tempfile
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Protocol
 
 from . import topics
 
-ENV = "DEVICE_KEY_SECRET"
-HEADER = "signature"  # the Kafka record header of a signed input
+STORE_ENV = "DEVICE_KEYS"  # the key store: a directory of device keys
+SWITCH_ENV = "DEVICE_SIGNATURES"  # "off": no signature is checked (a development floor)
+HEADER = "signature"  # the Kafka record header of a signed input: "<counter>:<hmac hex>"
+KINDS = ("shoe", "console")
+RELOAD_SECONDS = 1.0  # how often a verifier looks whether the store changed (a key issued or replaced)
+
+_TABLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # a table id, as the shoe protocol has it
+_HEX_KEY = re.compile(r"[0-9a-f]{64}")
+_SIGNATURE = re.compile(rb"([1-9][0-9]{0,18}):([0-9a-f]{64})")
 
 
 def shoe_device(table_id: str) -> str:
@@ -32,20 +60,128 @@ def console_device(table_id: str) -> str:
 SIGNED_TOPICS = {topics.INPUTS: console_device}
 
 
+def device_table(device: str) -> str:
+    """The table a device name (``shoe/T07``) belongs to."""
+    return device.partition("/")[2]
+
+
+def check_device(device: str) -> str:
+    """``device`` if it is ``shoe/<table>`` or ``console/<table>``; ValueError otherwise."""
+    kind, _, table = device.partition("/")
+    if kind not in KINDS or not _TABLE.fullmatch(table):
+        raise ValueError(f"{device!r} is not a device: shoe/<table> or console/<table>, the table 1-32 of A-Z a-z 0-9 . _ -")
+    return device
+
+
+class KeyLookup(Protocol):
+    def get(self, device: str, /) -> bytes | None: ...
+
+
+class KeyStore:
+    """The key store directory. A verifier reads a device's key when it first needs it and again
+    once the directory changed (a key issued or replaced: rotation needs no restart); a device
+    without a key is looked for again only then, so unknown devices cost no file reads."""
+
+    def __init__(self, root: Path | str, kinds: Iterable[str] = KINDS) -> None:
+        self.root = Path(root)
+        self.kinds = tuple(kinds)
+        self._keys: dict[str, bytes | None] = {}
+        self._seen: dict[str, int | None] = {}  # kind -> its directory's mtime when last read
+        self._checked = 0.0
+        self._lock = threading.Lock()
+
+    def path(self, device: str) -> Path:
+        kind, _, table = check_device(device).partition("/")
+        return self.root / kind / f"{table}.key"
+
+    def get(self, device: str) -> bytes | None:
+        kind, _, table = device.partition("/")
+        if kind not in self.kinds or not _TABLE.fullmatch(table):
+            return None
+        with self._lock:
+            now = time.monotonic()
+            if now - self._checked >= RELOAD_SECONDS:
+                self._checked = now
+                self._forget_changed()
+            if device not in self._keys:
+                self._keys[device] = self._read(device)
+            return self._keys[device]
+
+    def _forget_changed(self) -> None:
+        for kind in self.kinds:
+            try:
+                mtime: int | None = (self.root / kind).stat().st_mtime_ns
+            except FileNotFoundError:
+                mtime = None
+            if self._seen.get(kind, -1) != mtime:
+                self._seen[kind] = mtime
+                self._keys = {device: key for device, key in self._keys.items() if not device.startswith(kind + "/")}
+
+    def _read(self, device: str) -> bytes | None:
+        try:
+            text = self.path(device).read_text(encoding="ascii").strip()
+        except (FileNotFoundError, UnicodeDecodeError):
+            return None
+        return bytes.fromhex(text) if _HEX_KEY.fullmatch(text) else None
+
+    def issue(self, device: str) -> bytes:
+        """A new random key for ``device``, written into the store (replacing its old one: from
+        then on only the new one verifies). Directories ``0700``, files ``0600``."""
+        path = self.path(device)
+        key = secrets.token_bytes(32)
+        old = os.umask(0o077)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".issue-")
+            with os.fdopen(fd, "w", encoding="ascii") as file:
+                file.write(key.hex() + "\n")
+            os.replace(temporary, path)
+        finally:
+            os.umask(old)
+        with self._lock:
+            self._keys[device] = key
+        return key
+
+    def devices(self) -> list[str]:
+        """Every device with a key in the store."""
+        return sorted(f"{kind}/{path.stem}" for kind in self.kinds for path in (self.root / kind).glob("*.key"))
+
+
+class Refused(ValueError):
+    """A device message its device's key does not vouch for; the message says why."""
+
+
 class DeviceKeys:
-    def __init__(self, secret: str) -> None:
-        if not secret:
-            raise ValueError(f"{ENV} is empty")
-        self._secret = secret.encode()
+    """Signs as the devices (the simulator, a device gateway: ``keys`` holds their own keys) and
+    checks what they sent (a verifier: ``keys`` is its part of the key store)."""
+
+    def __init__(self, keys: KeyLookup | Mapping[str, bytes]) -> None:
+        self.keys = keys
+        self._counters: dict[str, int] = {}
+        self._lock = threading.Lock()
 
     @classmethod
-    def from_env(cls) -> DeviceKeys | None:
-        secret = os.environ.get(ENV, "")
-        return cls(secret) if secret else None
+    def from_env(cls, kinds: Iterable[str], env: Mapping[str, str] = os.environ) -> DeviceKeys | None:
+        """The verifier's keys, from the store ``DEVICE_KEYS`` names (only ``kinds``); None when
+        ``DEVICE_SIGNATURES=off``. Raises ``SystemExit`` (the service does not start) without a store."""
+        switch = env.get("DEVICE_SIGNATURES", "on")
+        if switch == "off":
+            return None
+        if switch != "on":
+            raise SystemExit(f"{SWITCH_ENV}={switch!r}: 'on' (the default) or 'off'")
+        store = env.get("DEVICE_KEYS", "")
+        if not store or not Path(store).is_dir():
+            raise SystemExit(
+                f"refusing to start without device keys: {STORE_ENV} must name the key store directory "
+                f"(now {store!r}; `surveil keys issue` fills it), or {SWITCH_ENV}=off must say that no device signs"
+            )
+        return cls(KeyStore(store, kinds))
 
     def key(self, device: str) -> bytes:
-        """The key a device is provisioned with."""
-        return hmac.new(self._secret, device.encode(), hashlib.sha256).digest()
+        key = self.keys.get(device)
+        if key is None:
+            raise Refused(f"no key is issued for {device}: a device of no table this floor knows")
+        return key
 
     def sign(self, device: str, payload: bytes) -> str:
         return hmac.new(self.key(device), payload, hashlib.sha256).hexdigest()
@@ -54,7 +190,36 @@ class DeviceKeys:
         """Why ``signature`` does not prove ``payload`` came from ``device``; None when it does."""
         if not signature:
             return f"no signature: every message of {device} must be signed"
-        # A signature is hex: other text is no signature (and compare_digest refuses non-ASCII).
-        if not signature.isascii() or not hmac.compare_digest(signature, self.sign(device, payload)):
+        try:
+            expected = self.sign(device, payload)
+        except Refused as refused:
+            return str(refused)
+        if not hmac.compare_digest(signature.encode("ascii", "replace"), expected.encode()):
             return f"the signature is not {device}'s: a spoofed or altered message"
         return None
+
+    # ---- signed Kafka records (the inputs): a counter under the signature ------------------------
+
+    def header(self, device: str, payload: bytes) -> bytes:
+        """The ``signature`` header of a record ``device`` sends now: its next counter (above every
+        one it sent before, in this process or an earlier one: microseconds since 1970 at least)
+        and the HMAC of the counter and ``payload``."""
+        with self._lock:
+            counter = max(self._counters.get(device, 0) + 1, time.time_ns() // 1000)
+            self._counters[device] = counter
+        return b"%d:%s" % (counter, self._mac(device, counter, payload).encode())
+
+    def counter(self, device: str, payload: bytes, header: bytes | None) -> int:
+        """The counter of a record ``device`` signed (``header``), if its key vouches for the
+        record; ``Refused`` otherwise. Whether the counter is new is the caller's to judge."""
+        found = _SIGNATURE.fullmatch(header) if isinstance(header, bytes) else None
+        if found is None:
+            reason = "no signature" if not header else "a signature that is not <counter>:<64 hex digits>"
+            raise Refused(f"{reason}: every message of {device} must be signed")
+        counter = int(found[1])
+        if not hmac.compare_digest(found[2], self._mac(device, counter, payload).encode()):
+            raise Refused(f"the signature is not {device}'s: a spoofed or altered message")
+        return counter
+
+    def _mac(self, device: str, counter: int, payload: bytes) -> str:
+        return hmac.new(self.key(device), b"%d\n" % counter + payload, hashlib.sha256).hexdigest()

@@ -26,11 +26,22 @@ SHOE = "baccarat.shoe"
 TABLE = "baccarat.table"
 SETTLEMENT = "baccarat.settlement"
 ALERTS = "baccarat.alerts"
-DEADLETTER = "baccarat.deadletter"
 INPUTS = "baccarat.inputs"  # the table's dealer-console and bet-sensor inputs
 ALERT_ACTIONS = "baccarat.alert-actions"  # what the surveillance room did about each alert
 
-ALL_TOPICS: tuple[str, ...] = (SHOE, TABLE, SETTLEMENT, ALERTS, DEADLETTER, INPUTS, ALERT_ACTIONS)
+DEADLETTER_SERVICES = ("shoe-reader", "table-controller", "settlement", "anomaly-detection")
+
+
+def deadletter_topic(service: str) -> str:
+    """The topic of ``service``'s dead letters. Each service has its own, which only it may
+    write: where a dead letter is says who refused the input (the detectors alert on a device
+    message refused for its signature, and only its verifier may cause that)."""
+    return f"baccarat.deadletter.{service}"
+
+
+DEADLETTERS: tuple[str, ...] = tuple(map(deadletter_topic, DEADLETTER_SERVICES))
+
+ALL_TOPICS: tuple[str, ...] = (SHOE, TABLE, SETTLEMENT, ALERTS, *DEADLETTERS, INPUTS, ALERT_ACTIONS)
 
 CONTENT_TYPE = "content-type"  # the header name of the CloudEvents Kafka protocol binding
 CLOUDEVENTS_JSON = b"application/cloudevents+json"
@@ -38,7 +49,12 @@ JSON = b"application/json"
 MSGPACK = b"application/vnd.msgpack"
 
 
+def is_deadletter(topic: str) -> bool:
+    """Whether ``topic`` (its contract name) holds dead letters."""
+    return topic in DEADLETTERS
+
+
 def headers(topic: str) -> list[tuple[str, bytes]]:
     """The headers of a record the system writes on ``topic`` (its contract name): a new list,
     which the caller may extend (a device's signature)."""
-    return [(CONTENT_TYPE, JSON if topic == DEADLETTER else CLOUDEVENTS_JSON)]
+    return [(CONTENT_TYPE, JSON if is_deadletter(topic) else CLOUDEVENTS_JSON)]

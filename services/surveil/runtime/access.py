@@ -6,7 +6,7 @@ docs/security.md explains it for operators. In short:
   authorizes it with KRaft's StandardAuthorizer: nothing is allowed that an ACL below does not
   allow. ``admin`` is the broker's super user (the inter-broker and controller connections,
   ops/stack.sh, kafka-init, the tests); every other principal has the ACLs of ``kafka_grants``:
-  it writes its own topic (and ``baccarat.deadletter``), reads what it consumes, uses its own
+  it writes its own topic (and its own dead-letter topic), reads what it consumes, uses its own
   consumer group and transactional ids, and nothing else.
 - Redis has one ACL user per service that keeps state (``redis_rules``): its keys only
   (``<REDIS_PREFIX><namespace>:*``), data commands only. ``admin`` may do everything; no one can
@@ -21,6 +21,7 @@ its own, as ``KAFKA_USERNAME`` / ``KAFKA_PASSWORD`` and inside ``REDIS_URL``
     python -m surveil.runtime.access setup [--prefix P]    SCRAM credentials and ACLs (as admin)
     python -m surveil.runtime.access acls [--prefix P]     the ACLs, one a line, as kafka-acls shows them
     python -m surveil.runtime.access redis-acl [--prefix P]  Redis' ACL file (hashed passwords)
+    python -m surveil.runtime.access secrets DIR           compose's secrets directory (passwords, Redis' ACL file)
 
 Every name takes the deployment's prefix (``TOPIC_PREFIX`` for Kafka, ``REDIS_PREFIX`` for
 Redis), so deployments sharing a broker and a Redis (the integration tests run one per test) are
@@ -37,10 +38,12 @@ import sys
 import time
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from ..events.topics import ALERT_ACTIONS, ALERTS, DEADLETTER, INPUTS, SETTLEMENT, SHOE, TABLE
+from ..events.topics import ALERT_ACTIONS, ALERTS, INPUTS, SETTLEMENT, SHOE, TABLE, deadletter_topic
+from .config import secret
 
 ADMIN = "admin"
 SHOE_READER = "shoe-reader"
@@ -56,25 +59,29 @@ SERVICES = (SHOE_READER, TABLE_CONTROLLER, SETTLEMENT_SERVICE, ANOMALY_DETECTION
 KAFKA_PRINCIPALS = (ADMIN, *SERVICES, FLOOR_SIMULATOR, AUDITOR, CONSOLE)
 # Redis users: the services that keep state there, and the key namespace each owns
 # (runtime/state.py: every key is <REDIS_PREFIX><namespace>:...).
-REDIS_NAMESPACES = {TABLE_CONTROLLER: "table-controller", SETTLEMENT_SERVICE: "settlement"}
+# The shoe-reader keeps the sequence numbers it acknowledged per table (a replayed line is refused).
+REDIS_NAMESPACES = {SHOE_READER: "shoe-reader", TABLE_CONTROLLER: "table-controller", SETTLEMENT_SERVICE: "settlement"}
 REDIS_USERS = (ADMIN, *REDIS_NAMESPACES)
+# The dead letters the detectors read: those of the services that check device signatures.
+REFUSALS = (deadletter_topic(SHOE_READER), deadletter_topic(TABLE_CONTROLLER))
 
 SCRAM_MECHANISM = "SCRAM-SHA-256"
 
 
 def kafka_passwords(env: Mapping[str, str] = os.environ) -> dict[str, str]:
-    """Each Kafka principal's password from the environment ('' where unset). Spelled out, so
-    that a search for the variable finds where it is read."""
+    """Each Kafka principal's password from the environment, or from the file its ``_FILE``
+    variable names (a Docker secret); '' where neither is set. Spelled out, so that a search for
+    the variable finds where it is read."""
     return {
-        ADMIN: env.get("KAFKA_ADMIN_PASSWORD", ""),
-        SHOE_READER: env.get("KAFKA_SHOE_READER_PASSWORD", ""),
-        TABLE_CONTROLLER: env.get("KAFKA_TABLE_CONTROLLER_PASSWORD", ""),
-        SETTLEMENT_SERVICE: env.get("KAFKA_SETTLEMENT_PASSWORD", ""),
-        ANOMALY_DETECTION: env.get("KAFKA_ANOMALY_DETECTION_PASSWORD", ""),
-        LAG_EXPORTER: env.get("KAFKA_LAG_EXPORTER_PASSWORD", ""),
-        FLOOR_SIMULATOR: env.get("KAFKA_FLOOR_SIMULATOR_PASSWORD", ""),
-        AUDITOR: env.get("KAFKA_AUDITOR_PASSWORD", ""),
-        CONSOLE: env.get("KAFKA_CONSOLE_PASSWORD", ""),
+        ADMIN: secret(env.get("KAFKA_ADMIN_PASSWORD"), env.get("KAFKA_ADMIN_PASSWORD_FILE")),
+        SHOE_READER: secret(env.get("KAFKA_SHOE_READER_PASSWORD"), env.get("KAFKA_SHOE_READER_PASSWORD_FILE")),
+        TABLE_CONTROLLER: secret(env.get("KAFKA_TABLE_CONTROLLER_PASSWORD"), env.get("KAFKA_TABLE_CONTROLLER_PASSWORD_FILE")),
+        SETTLEMENT_SERVICE: secret(env.get("KAFKA_SETTLEMENT_PASSWORD"), env.get("KAFKA_SETTLEMENT_PASSWORD_FILE")),
+        ANOMALY_DETECTION: secret(env.get("KAFKA_ANOMALY_DETECTION_PASSWORD"), env.get("KAFKA_ANOMALY_DETECTION_PASSWORD_FILE")),
+        LAG_EXPORTER: secret(env.get("KAFKA_LAG_EXPORTER_PASSWORD"), env.get("KAFKA_LAG_EXPORTER_PASSWORD_FILE")),
+        FLOOR_SIMULATOR: secret(env.get("KAFKA_FLOOR_SIMULATOR_PASSWORD"), env.get("KAFKA_FLOOR_SIMULATOR_PASSWORD_FILE")),
+        AUDITOR: secret(env.get("KAFKA_AUDITOR_PASSWORD"), env.get("KAFKA_AUDITOR_PASSWORD_FILE")),
+        CONSOLE: secret(env.get("KAFKA_CONSOLE_PASSWORD"), env.get("KAFKA_CONSOLE_PASSWORD_FILE")),
     }
 
 
@@ -82,9 +89,46 @@ def redis_passwords(env: Mapping[str, str] = os.environ) -> dict[str, str]:
     """Each Redis user's password from the environment ('' where unset)."""
     return {
         ADMIN: env.get("REDIS_ADMIN_PASSWORD", ""),
+        SHOE_READER: env.get("REDIS_SHOE_READER_PASSWORD", ""),
         TABLE_CONTROLLER: env.get("REDIS_TABLE_CONTROLLER_PASSWORD", ""),
         SETTLEMENT_SERVICE: env.get("REDIS_SETTLEMENT_PASSWORD", ""),
     }
+
+
+def secrets_file(system: str, principal: str) -> str:
+    """The file of a password in a secrets directory: ``kafka-settlement.password``."""
+    return f"{system}-{principal}.password"
+
+
+def make_secrets(folder: Path) -> list[str]:
+    """The secrets directory of a compose deployment (docs/security.md, "Compose"): a password per
+    Kafka principal and Redis user, Grafana's admin's and the console's two secrets
+    (``CONSOLE_SECRETS``), each made when missing (48 hex digits),
+    and ``redis-users.acl``, Redis' users with those passwords hashed, written afresh. The
+    directory is ``0700``, which keeps the host's users out; the files ``0644``, so that the
+    container each is mounted into reads it whatever its user. Returns the files it made."""
+    import secrets as random
+
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o700)
+    wanted = [secrets_file("kafka", p) for p in KAFKA_PRINCIPALS] + [secrets_file("redis", u) for u in REDIS_USERS]
+    made = []
+    for name in [*wanted, "grafana-admin.password", *map(console_secret_file, CONSOLE_SECRETS)]:
+        path = folder / name
+        if not path.exists():
+            path.write_text(random.token_hex(24) + "\n", encoding="utf-8")
+            made.append(name)
+        path.chmod(0o644)
+    passwords = {user: (folder / secrets_file("redis", user)).read_text(encoding="utf-8").strip() for user in REDIS_USERS}
+    acl = folder / "redis-users.acl"
+    acl.write_text(redis_acl_file(passwords), encoding="utf-8")
+    acl.chmod(0o644)
+    return made
+
+
+def console_secret_file(variable: str) -> str:
+    """The file of one of the console's secrets: ``console-secret-key.secret``."""
+    return variable.lower().replace("_", "-") + ".secret"
 
 
 def password_variable(system: str, principal: str) -> str:
@@ -122,7 +166,7 @@ def kafka_grants(prefix: str = "") -> list[Grant]:
         """A KafkaRunner service: group <prefix><service>, transactional id <prefix><service>-<instance>."""
         for topic in reads:
             allow(service, "topic", topic, "read")
-        for topic in (*writes, DEADLETTER):
+        for topic in (*writes, deadletter_topic(service)):
             allow(service, "topic", topic, "write")
         allow(service, "group", service, "read")
         allow(service, "transactional_id", f"{service}-", "write", prefixed=True)
@@ -130,15 +174,16 @@ def kafka_grants(prefix: str = "") -> list[Grant]:
     # The shoe-reader publishes (idempotently, no group); after a restart it reads the tail of
     # its own topic to learn the last line it published per table.
     allow(SHOE_READER, "topic", SHOE, "write", "read")
-    allow(SHOE_READER, "topic", DEADLETTER, "write")
+    allow(SHOE_READER, "topic", deadletter_topic(SHOE_READER), "write")
     runner(TABLE_CONTROLLER, reads=(SHOE, INPUTS), writes=(TABLE,))
     runner(SETTLEMENT_SERVICE, reads=(TABLE,), writes=(SETTLEMENT,))
     # faust: group = app id; its internal topics and changelogs (which it creates) and any
     # transactional id all start with the app id.
-    # It reads the dead letters too: a device message refused for its signature is an alert.
-    for topic in (SHOE, TABLE, SETTLEMENT, DEADLETTER):
+    # It reads the dead letters of the services that check device signatures too: a device
+    # message refused for its signature is an alert.
+    for topic in (SHOE, TABLE, SETTLEMENT, *REFUSALS):
         allow(ANOMALY_DETECTION, "topic", topic, "read")
-    for topic in (ALERTS, DEADLETTER):
+    for topic in (ALERTS, deadletter_topic(ANOMALY_DETECTION)):
         allow(ANOMALY_DETECTION, "topic", topic, "write")
     allow(ANOMALY_DETECTION, "topic", ANOMALY_DETECTION, "read", "write", "create", "describe_configs", prefixed=True)
     allow(ANOMALY_DETECTION, "group", ANOMALY_DETECTION, "read", prefixed=True)
@@ -147,7 +192,7 @@ def kafka_grants(prefix: str = "") -> list[Grant]:
     # only, no record.
     for group in (TABLE_CONTROLLER, SETTLEMENT_SERVICE, ANOMALY_DETECTION):
         allow(LAG_EXPORTER, "group", group, "describe")
-    for topic in (SHOE, INPUTS, TABLE, SETTLEMENT, DEADLETTER):  # anomaly-detection reads the dead letters
+    for topic in (SHOE, INPUTS, TABLE, SETTLEMENT, *REFUSALS):  # anomaly-detection reads two services' dead letters
         allow(LAG_EXPORTER, "topic", topic, "describe")
     allow(LAG_EXPORTER, "topic", ANOMALY_DETECTION, "describe", prefixed=True)
     # The floor's devices (dealer console, bet sensors: their gateway, or the simulator).
@@ -264,10 +309,10 @@ def upsert_scram_users(client: Mapping[str, Any], passwords: Mapping[str, str]) 
 
 # --- Redis -----------------------------------------------------------------------------------
 
-# A service's commands: reading and writing keys, MULTI/EXEC/WATCH, the scripts the state backend
-# registers (EVALSHA, SCRIPT LOAD/EXISTS), the connection's own (AUTH, HELLO, PING, SELECT, CLIENT
-# SETINFO). Not: anything @dangerous (FLUSHALL, KEYS, CONFIG, ...), FUNCTION (FLUSH would drop
-# every user's functions), SCAN and RANDOMKEY (they would list other services' key names).
+# A service's commands: reading and writing keys, MULTI/EXEC/WATCH, the connection's own (AUTH,
+# HELLO, PING, SELECT, CLIENT SETINFO). Not: anything @dangerous (FLUSHALL, KEYS, CONFIG, ...),
+# @scripting (EVAL, FCALL, FUNCTION, SCRIPT: a script runs alone, and one that loops blocks Redis
+# for every client), SCAN and RANDOMKEY (they would list other services' key names).
 SERVICE_COMMANDS = (
     "-@all",
     "+@read",
@@ -275,13 +320,10 @@ SERVICE_COMMANDS = (
     "+@transaction",
     "+@connection",
     "-@dangerous",
+    "-@scripting",
     "-function",
     "-scan",
     "-randomkey",
-    "+eval",
-    "+evalsha",
-    "+script|load",
-    "+script|exists",
 )
 
 
@@ -331,7 +373,11 @@ def set_redis_user(client: Any, user: str, password: str, rules: Iterable[str]) 
 # Alertmanager's webhook presents.
 CONSOLE_SECRETS = ("CONSOLE_SECRET_KEY", "ALERTMANAGER_WEBHOOK_TOKEN")
 SECRET_VARIABLES = frozenset(
-    [password_variable("kafka", p) for p in KAFKA_PRINCIPALS] + [password_variable("redis", u) for u in REDIS_USERS] + [*CONSOLE_SECRETS]
+    name
+    for variable in [password_variable("kafka", p) for p in KAFKA_PRINCIPALS]
+    + [password_variable("redis", u) for u in REDIS_USERS]
+    + [*CONSOLE_SECRETS]
+    for name in (variable, variable + "_FILE")
 )
 
 
@@ -498,7 +544,13 @@ def main(argv: list[str] | None = None) -> int:
     acls.add_argument("--prefix", default=os.environ.get("TOPIC_PREFIX", ""))
     redis_acl = sub.add_parser("redis-acl", help="print Redis' ACL file, passwords from REDIS_<NAME>_PASSWORD")
     redis_acl.add_argument("--prefix", default=os.environ.get("REDIS_PREFIX", ""), help="REDIS_PREFIX of the deployment")
+    secrets = sub.add_parser("secrets", help="make the passwords missing in DIR and its redis-users.acl (compose's secrets)")
+    secrets.add_argument("folder", type=Path, metavar="DIR")
     args = parser.parse_args(argv)
+    if args.command == "secrets":
+        made = make_secrets(args.folder)
+        print(f"{args.folder}: {len(made)} passwords made ({', '.join(made) or 'none missing'}); redis-users.acl written")
+        return 0
     if args.command == "setup":
         return _setup(args.prefix)
     if args.command == "acls":

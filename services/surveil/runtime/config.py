@@ -5,7 +5,9 @@ of ``Settings`` (``KAFKA_SECURITY_PROTOCOL``, ``KAFKA_SASL_MECHANISM``, ``KAFKA_
 ``KAFKA_PASSWORD``, ``KAFKA_SSL_CAFILE``), turned into kafka-python's keyword arguments by
 ``Settings.kafka_client`` and into faust's (aiokafka's) credentials by
 ``Settings.faust_credentials``. Every client of the code base is made through one of the two.
-Redis credentials travel in ``REDIS_URL`` (``redis://user:password@host:port/db``).
+Redis credentials travel in ``REDIS_URL`` (``redis://user:password@host:port/db``). A password
+may come from a file instead (a Docker secret): ``KAFKA_PASSWORD_FILE``, and
+``REDIS_PASSWORD_FILE`` with the user in ``REDIS_URL`` (``redis://settlement@redis:6379/0``).
 docs/security.md says which principal may do what.
 """
 
@@ -15,8 +17,9 @@ import os
 import socket
 import ssl
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 # Each service's /metrics port when METRICS_PORT is not set (ops/prometheus scrapes these).
 DEFAULT_METRICS_PORTS = {
@@ -98,7 +101,7 @@ class Settings:
         return cls(
             service=service,
             kafka_bootstrap=env.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"),
-            redis_url=env.get("REDIS_URL", "redis://127.0.0.1:6379/0"),
+            redis_url=with_password(env.get("REDIS_URL", "redis://127.0.0.1:6379/0"), secret(None, env.get("REDIS_PASSWORD_FILE"))),
             metrics_port=int(env.get("METRICS_PORT", DEFAULT_METRICS_PORTS.get(service, 9100))),
             instance_id=env.get("INSTANCE_ID") or socket.gethostname(),
             log_level=env.get("LOG_LEVEL", "INFO"),
@@ -108,9 +111,25 @@ class Settings:
             kafka_security_protocol=env.get("KAFKA_SECURITY_PROTOCOL") or ("SASL_PLAINTEXT" if env.get("KAFKA_USERNAME") else "PLAINTEXT"),
             kafka_sasl_mechanism=env.get("KAFKA_SASL_MECHANISM") or "SCRAM-SHA-256",
             kafka_username=env.get("KAFKA_USERNAME", ""),
-            kafka_password=env.get("KAFKA_PASSWORD", ""),
+            kafka_password=secret(env.get("KAFKA_PASSWORD"), env.get("KAFKA_PASSWORD_FILE")),
             kafka_ssl_cafile=env.get("KAFKA_SSL_CAFILE", ""),
         )
+
+
+def secret(value: str | None, file: str | None) -> str:
+    """``value``, else the content of ``file`` (a Docker secret; its line end dropped), else ''."""
+    if value:
+        return value
+    return Path(file).read_text(encoding="utf-8").strip() if file else ""
+
+
+def with_password(url: str, password: str) -> str:
+    """``url`` (``redis://user@host:port/db``) with ``password`` for its user; as it is without one."""
+    if not password:
+        return url
+    parts = urlsplit(url)
+    user = quote(parts.username or "default", safe="")
+    return urlunsplit(parts._replace(netloc=f"{user}:{quote(password, safe='')}@{parts.netloc.rpartition('@')[2]}"))
 
 
 def kafka_client_config(bootstrap: str | None = None) -> dict[str, Any]:

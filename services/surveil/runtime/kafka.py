@@ -45,10 +45,10 @@ from kafka.structs import OffsetAndMetadata
 
 from ..events import codec, deadletter, topics
 from ..events.models import Event
-from ..events.signing import HEADER as SIGNATURE_HEADER
-from ..events.signing import SIGNED_TOPICS, DeviceKeys
+from ..events.signing import HEADER, SIGNED_TOPICS, DeviceKeys
 from . import header_keys, metrics
 from .config import Settings
+from .devices import DeviceRecords
 from .processor import Processor, Rejected
 from .state import STORE_UNAVAILABLE, Backend, StaleProgress, State
 
@@ -99,7 +99,7 @@ class Publisher:
         device = SIGNED_TOPICS.get(topic)
         headers = topics.headers(topic)
         if self.keys is not None and device is not None:
-            headers.append((SIGNATURE_HEADER, self.keys.sign(device(key.decode()), value).encode()))
+            headers.append((HEADER, self.keys.header(device(key.decode()), value)))
         future = self.producer.send(self.topic_prefix + topic, key=key, value=value, headers=headers)
         metrics.EVENTS_PRODUCED.labels(self.service, topic).inc()
         return future
@@ -143,7 +143,8 @@ class KafkaRunner:
         self, processor: Processor, settings: Settings, backend: Backend, keys: DeviceKeys | None = None, **consumer_overrides: Any
     ) -> None:
         self.processor = processor
-        self.keys = keys  # with them, records of device topics must carry their device's signature
+        # With keys, records of device topics must carry their device's signature, for its table, once.
+        self.devices = None if keys is None else DeviceRecords(keys)
         self.settings = settings
         self.backend = backend
         self.state = State(backend, processor.name)
@@ -247,6 +248,8 @@ class KafkaRunner:
         the outputs per partition, and the last offset per partition. A record, whatever its
         headers, key, value and size, gives its outputs or its dead letter, never an exception
         (but Redis away: the batch is tried again), so no record can stop the runner."""
+        if self.devices is not None:
+            self.devices.prefetch(((self._topic(tp), record) for tp, records in batch.items() for record in records), self.state)
         decoded = {tp: [self._checked(tp, record) for record in records] for tp, records in batch.items()}
         prefetch = getattr(self.processor, "prefetch", None)
         if prefetch is not None:
@@ -275,15 +278,13 @@ class KafkaRunner:
         except Exception as error:
             return error
 
+    def _topic(self, tp: TopicPartition) -> str:
+        return str(tp.topic).removeprefix(self.topic_prefix)
+
     def _verified(self, tp: TopicPartition, record: Any) -> Event | codec.InvalidEventError:
-        device = SIGNED_TOPICS.get(tp.topic.removeprefix(self.topic_prefix))
-        if self.keys is not None and device is not None:
-            signature = (dict(record.headers or ()).get(SIGNATURE_HEADER) or b"").decode(errors="replace")
-            table_id = (record.key or b"").decode(errors="replace")
-            problem = self.keys.problem(device(table_id), record.value or b"", signature)
-            if problem:
-                return Unsigned(problem)
-        return _decode(record.value, tp.topic.removeprefix(self.topic_prefix))
+        event = _decode(record.value, self._topic(tp))
+        refusal = None if self.devices is None else self.devices.refusal(self._topic(tp), record, event, self.state)
+        return event if refusal is None else Unsigned(refusal)
 
     def _handle(self, tp: TopicPartition, record: Any, event: Event | Exception) -> list[Output]:
         try:
@@ -326,7 +327,7 @@ class KafkaRunner:
             key=key.decode(errors="replace") if key else None,
             kind=kind,
         )
-        return self.topic_prefix + topics.DEADLETTER, deadletter.record_key(key), deadletter.encode(letter)
+        return self.topic_prefix + topics.deadletter_topic(self.processor.name), deadletter.record_key(key), deadletter.encode(letter)
 
     def _publish(self, outputs: Sequence[Output], offsets: dict[TopicPartition, int]) -> None:
         """Publish ``outputs`` and commit ``offsets`` (last applied) in one transaction; retry

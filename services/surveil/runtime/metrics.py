@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Histogram, disable_created_metrics, start_http_server
+from prometheus_client import Counter, Gauge, Histogram, disable_created_metrics, start_http_server
 
 # No ``_created`` series: nothing here reads them, and at a thousand tables they were half of
 # the detectors' exposition, which takes the interpreter from the event loop for its duration.
@@ -12,6 +12,11 @@ EVENTS_CONSUMED = Counter("surveil_events_consumed_total", "Events a service too
 EVENTS_PRODUCED = Counter("surveil_events_produced_total", "Events a service published to a topic.", ["service", "topic"])
 DEAD_LETTERS = Counter(
     "surveil_dead_letters_total", "Inputs rejected to the dead-letter topic, by where they came from.", ["service", "origin"]
+)
+DEVICE_SIGNATURES = Gauge(
+    "surveil_device_signatures_enforced",
+    "1 while the service checks its devices' signatures; 0 when DEVICE_SIGNATURES=off: any device message is taken, forged or not.",
+    ["service"],
 )
 BATCH_SECONDS = Histogram(
     "surveil_batch_seconds",

@@ -105,32 +105,17 @@ class MemoryBackend:
         return self.data.get(f"{namespace}:outbox:{source}")
 
 
-# Every counter increment of a commit in one command: KEYS are the hashes; ARGV holds, for each
-# key in turn, its number of fields, then field, amount pairs.
-_INCREMENT_ALL = """
-local at = 1
-for k = 1, #KEYS do
-  for _ = 1, tonumber(ARGV[at]) do
-    redis.call('HINCRBY', KEYS[k], ARGV[at + 1], ARGV[at + 2])
-    at = at + 2
-  end
-  at = at + 1
-end
-"""
-
-
 class RedisBackend:
     """The same on Redis: one MULTI/EXEC transaction per commit. Every key gets ``prefix``
     in front (``Settings.redis_prefix``), so deployments can share one Redis.
 
-    A commit is a handful of commands whatever its size (MSET, DEL, one script for all the
-    counters): a command per key and field cost more Python in redis-py than the batch's own work.
+    A commit is MSET, DEL and one HINCRBY per counter field. No Lua: the services' Redis users
+    may not run scripts (one that loops would block Redis for everyone, docs/security.md).
     """
 
     def __init__(self, client: Any, prefix: str = "") -> None:  # a redis.Redis
         self.client = client
         self.prefix = prefix
-        self._increment_all = client.register_script(_INCREMENT_ALL)
 
     def read(self, key: str) -> bytes | None:
         value: bytes | None = self.client.get(self.prefix + key)
@@ -149,13 +134,7 @@ class RedisBackend:
         writes.update((f"{prefix}{namespace}:outbox:{source}", events) for source, events in changes.outbox.items())
         deletions = [prefix + key for key, value in changes.values.items() if value is None]
         progress_key = f"{prefix}{namespace}:progress"
-        counter_keys: list[str] = []
-        counter_arguments: list[str | int] = []
-        for key, increments in changes.counters.items():
-            counter_keys.append(prefix + key)
-            counter_arguments.append(len(increments))
-            for name, amount in increments.items():
-                counter_arguments += (name, amount)
+        increments = [(prefix + key, name, amount) for key, fields in changes.counters.items() for name, amount in fields.items()]
         with self.client.pipeline(transaction=True) as pipe:
             while True:
                 if changes.expected:
@@ -168,8 +147,8 @@ class RedisBackend:
                     pipe.mset(writes)
                 if deletions:
                     pipe.delete(*deletions)
-                if counter_keys:
-                    self._increment_all(counter_keys, counter_arguments, client=pipe)
+                for key, name, amount in increments:
+                    pipe.execute_command("HINCRBY", key, name, amount)
                 if changes.progress:
                     pipe.hset(progress_key, mapping=changes.progress)
                 try:

@@ -59,7 +59,7 @@ def topic_configs(evidence_days: int | None = None, deadletter_days: int | None 
     def kept(days: int) -> dict[str, str]:
         return {"cleanup.policy": "delete", "retention.ms": str(days * DAY_MS), "retention.bytes": "-1"}
 
-    return {**{name: kept(evidence_days) for name in EVIDENCE}, topics.DEADLETTER: kept(deadletter_days)}
+    return {**{name: kept(evidence_days) for name in EVIDENCE}, **{name: kept(deadletter_days) for name in topics.DEADLETTERS}}
 
 
 def configs_for(name: str, configs: Mapping[str, Mapping[str, str]]) -> Mapping[str, str] | None:

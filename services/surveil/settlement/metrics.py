@@ -1,6 +1,8 @@
 """Settlement's Prometheus metrics (served on /metrics with the runtime's, by ``service.main``).
 
-Amounts are in currency units, the table's currency (one currency on the floor).
+Amounts are in currency units, the table's currency (one currency on the floor). No label names a
+patron: /metrics is unauthenticated, and a patron's play is the ledger's to tell, to those who may
+read it (``surveil ledger patron P``, docs/security.md).
 """
 
 from __future__ import annotations
@@ -46,10 +48,6 @@ REJECTIONS = Counter(
     "Table events settlement refused (sent to the dead-letter topic), by kind.",
     ["kind"],
 )
-# Per patron, for the surveillance room's patron dashboard (one series per patron seen).
-PATRON_STAKED = Counter("surveil_patron_staked", "Amount a patron staked on bets decided, in currency units.", ["patron"])
-PATRON_PAID_OUT = Counter("surveil_patron_paid_out", "Amount paid back to a patron (stakes and winnings), in currency units.", ["patron"])
-PATRON_BETS = Counter("surveil_patron_bets", "A patron's bets settled, by spot and result.", ["patron", "spot", "result"])
 LAG_SECONDS = Histogram(
     "surveil_settlement_lag_seconds",
     "Seconds from a round's completion (or voiding) at the table to its settlement.",
@@ -66,13 +64,3 @@ def for_table(table: str) -> tuple[Counter, Counter, Counter, Gauge]:
 @cache
 def bets(result: BetResult, spot: Spot) -> Counter:
     return BETS.labels(result.value, spot.value)
-
-
-@cache
-def for_patron(patron: str) -> tuple[Counter, Counter]:
-    return PATRON_STAKED.labels(patron), PATRON_PAID_OUT.labels(patron)
-
-
-@cache
-def patron_bets(patron: str, spot: Spot, result: BetResult) -> Counter:
-    return PATRON_BETS.labels(patron, spot.value, result.value)

@@ -242,12 +242,6 @@ def _observe(record: ledger.RoundRecord, bets: list[m.BetSettledData]) -> None:
     metrics.ROUNDS.labels(record.outcome).inc()
     for (result, spot), count in Counter((bet.result, bet.spot) for bet in bets).items():
         metrics.bets(result, spot).inc(count)
-    for bet in bets:
-        metrics.patron_bets(bet.patron_id, bet.spot, bet.result).inc()
-        if bet.result != BetResult.CARRIED:
-            staked, paid_out = metrics.for_patron(bet.patron_id)
-            staked.inc(bet.amount)
-            paid_out.inc(ledger.paid_out(bet))
     metrics.LAG_SECONDS.observe(max(time.time() - record.time.timestamp(), 0.0))
 
 

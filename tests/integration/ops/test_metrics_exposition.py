@@ -28,12 +28,18 @@ import redis
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from surveil.events import models as m
 from surveil.events import topics
+from surveil.events.signing import KeyStore, console_device, shoe_device
 from surveil.events.topics import ALL_TOPICS
 from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
+from surveil.runtime.alert_keys import PRIVATE_FILE, generate
 from surveil.runtime.config import kafka_client_config
 from surveil.runtime.lag_exporter import LagReader
 from surveil.runtime.topic_admin import create_topics, delete_topics
+from surveil.sim.floor import Floor, table_ids
+from surveil.sim.injections import parse_codes
+from surveil.sim.table import TableInput
 
 ROOT = Path(__file__).resolve().parents[3]
 SURVEIL = ROOT / ".venv" / "bin" / "surveil"
@@ -50,12 +56,10 @@ OWN_FAMILY = {
 }
 
 
-def markers_at_rest(topic: str) -> int:
-    """How far behind a caught-up group's committed offset can stay: the detectors commit up to
-    processed messages, so the markers after the last one stay uncommitted until a message follows.
-    One per transactional producer whose last transaction wrote there: two on the dead letters,
-    which the table side and settlement both write, when their last transactions interleave."""
-    return 2 if topic == topics.DEADLETTER else 1
+# How far behind a caught-up group's committed offset can stay: the detectors commit up to
+# processed messages, so the marker of the last transaction stays uncommitted until a message
+# follows (every topic has one transactional producer).
+MARKERS_AT_REST = 1
 
 
 def free_port() -> int:
@@ -120,6 +124,12 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
     create_topics(kafka_bootstrap, [prefix + name for name in ALL_TOPICS])
     ports = {service: free_port() for service in SERVICES}
     shoe_port = free_port()
+    keys = KeyStore(logs / "device-keys")  # each simulated device its own key: they sign, the services check
+    for table in table_ids(TABLES):
+        keys.issue(shoe_device(table))
+        keys.issue(console_device(table))
+    generate(logs / "alert-signing")  # the detectors' key: anomaly-detection's alone
+    signing = {"anomaly-detection": {"ALERT_SIGNING_KEY": str(logs / "alert-signing" / PRIVATE_FILE)}}
     env = {
         **os.environ,
         "KAFKA_BOOTSTRAP": kafka_bootstrap,
@@ -130,6 +140,7 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
         "FAUST_DATADIR": str(logs / "faust"),
         "SHOE_READER_PORT": str(shoe_port),
         "LAG_INTERVAL": "1",
+        "DEVICE_KEYS": str(keys.root),
     }
     processes: dict[str, subprocess.Popen[bytes]] = {}
     deployed = Deployment(prefix, ports, logs, processes)
@@ -140,7 +151,7 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
             log = (logs / f"{service}.log").open("wb")
             processes[service] = subprocess.Popen(
                 [str(SURVEIL), "serve", service],
-                env=access.env(service, {**env, "METRICS_PORT": str(ports[service])}),
+                env=access.env(service, {**env, "METRICS_PORT": str(ports[service]), **signing.get(service, {})}),
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
@@ -208,7 +219,7 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
                 missing.append(f"both shoes ended (surveil_table_shoe_in_play: {shoes})")
             if not any(n == "surveil_dead_letters_total" for n, _, _ in settled):
                 missing.append("settlement's dead letter")
-            behind = {k: v for k, v in lag.items() if v > markers_at_rest(k[1])}
+            behind = {k: v for k, v in lag.items() if v > MARKERS_AT_REST}
             if not lag or behind:
                 missing.append(f"every group caught up (behind: {behind or 'no lag read yet'})")
             return missing
@@ -264,6 +275,21 @@ def test_promtool_check_metrics_finds_nothing_in_the_live_exposition(deployment:
 # ---- what the floor left in the metrics ---------------------------------------------------------
 
 
+def test_no_patron_id_is_in_any_metrics(deployment: Deployment) -> None:
+    """/metrics is unauthenticated: a patron id there is a patron's play told to anyone who asks.
+    The floor's patrons are in no label of any service (nor is there a patron label at all)."""
+    patrons = {
+        event.data.patron_id
+        for action in Floor(tables=TABLES, shoes=1, seed=11, inject=parse_codes("CARD_MISMATCH")).actions()
+        if isinstance(action, TableInput) and isinstance(event := action.event, m.BetPlace)
+    }
+    assert len(patrons) > 5
+    for service in SERVICES:
+        found = samples(deployment.metrics(service))
+        assert not [name for name, labels, _ in found if "patron" in labels], service
+        assert not [(name, labels) for name, labels, _ in found if patrons & set(labels.values())], service
+
+
 def test_anomaly_detection_exports_each_tables_rounds_last_event_and_shoe(deployment: Deployment) -> None:
     exported = samples(deployment.metrics("anomaly-detection"))
     outcomes = [(labels, v) for n, labels, v in exported if n == "surveil_round_outcomes_total"]
@@ -292,9 +318,10 @@ def test_anomaly_detection_times_every_event_from_its_publishing_by_topic(deploy
     assert by_topic["surveil_detection_queue_latency_seconds_count"] == events
     # Seconds (not milliseconds) from the record's timestamp, and none of them ahead of its send.
     assert 0 < sum(by_topic["surveil_detection_queue_latency_seconds_sum"].values()) / sum(events.values()) < 60
-    # The injected card mismatch's alert, timed from the event that revealed it, under that event's topic.
+    # The injected card mismatch's alert, timed from the event that revealed it, under that event's
+    # topic; the unsigned junk input's DEVICE_SIGNATURE alert under the table-controller's dead letters.
     alerts = by_topic["surveil_alert_latency_seconds_count"]
-    assert set(alerts) <= set(events) and sum(alerts.values()) >= 1
+    assert set(alerts) <= set(events) | {topics.deadletter_topic("table-controller")} and sum(alerts.values()) >= 2
 
 
 def test_anomaly_detection_times_its_commits(deployment: Deployment) -> None:
@@ -316,7 +343,7 @@ def test_the_lag_exporter_sees_every_group_caught_up(deployment: Deployment) -> 
         ("anomaly-detection", "baccarat.table"),
         ("anomaly-detection", "baccarat.settlement"),
     }
-    assert all(v <= markers_at_rest(labels["topic"]) for labels, v in lag)
+    assert all(v <= MARKERS_AT_REST for labels, v in lag)
     health = {n: v for n, _, v in samples(deployment.metrics("lag-exporter")) if n.startswith("surveil_lag_exporter")}
     assert time.time() - health["surveil_lag_exporter_last_success_timestamp_seconds"] < 30
 

@@ -15,13 +15,13 @@ from surveil.runtime.topic_admin import DAY_MS, create_topics, described_configs
 
 
 def test_new_topics_get_their_retention(kafka_bootstrap: str, topic_prefix: str, new_topic: Callable[..., str]) -> None:
-    names = {name: new_topic(name) for name in (topics.SHOE, topics.ALERT_ACTIONS, topics.DEADLETTER)}  # create_topics
+    names = {name: new_topic(name) for name in (topics.SHOE, topics.ALERT_ACTIONS, topics.deadletter_topic("settlement"))}  # create_topics
     described = described_configs(kafka_bootstrap, names.values())
     wanted = topic_configs()
     for name, on_broker in names.items():
         assert {key: described[on_broker][key] for key in wanted[name]} == wanted[name], name
     assert described[names[topics.SHOE]]["retention.ms"] == str(180 * DAY_MS)
-    assert described[names[topics.DEADLETTER]]["retention.ms"] == str(30 * DAY_MS)
+    assert described[names[topics.deadletter_topic("settlement")]]["retention.ms"] == str(30 * DAY_MS)
 
 
 def test_an_existing_topic_whose_settings_differ_is_altered(kafka_bootstrap: str, new_topic: Callable[..., str]) -> None:

@@ -142,7 +142,7 @@ def test_the_same_events_delivered_twice_change_nothing(deployment: Deployment) 
 
     assert deployment.dump() == dump_memory(offline_settlement(events).ledger.backend)  # type: ignore[arg-type]
     assert_published_once_each(deployment, settlement_events(events))
-    letters = [deadletter.decode(record.value) for record in deployment.records(topics.DEADLETTER)]
+    letters = [deadletter.decode(record.value) for record in deployment.records(topics.deadletter_topic("settlement"))]
     handled = [e for e in inputs if isinstance(e, SETTLEMENT_INPUTS)]  # it has no use for bets.closed, cards.burned
     assert len(letters) == len(handled)
     assert {letter.reason.split(" was ")[-1] for letter in letters} == {"already opened", "already settled"}
@@ -174,7 +174,7 @@ def test_unusable_input_is_dead_lettered_with_its_reason_and_settlement_goes_on(
     deployment.start("settlement")
     deployment.wait_until_settled()
 
-    letters = [deadletter.decode(record.value) for record in deployment.records(topics.DEADLETTER)]
+    letters = [deadletter.decode(record.value) for record in deployment.records(topics.deadletter_topic("settlement"))]
     assert [(letter.payload, letter.origin, letter.service) for letter in letters] == [
         (b"not json at all", deployment.topic(topics.TABLE), "settlement"),
         (codec.encode(unknown_round), deployment.topic(topics.TABLE), "settlement"),

@@ -100,6 +100,13 @@ DATA: dict[str, dict[str, Any]] = {
         "reason": "dealer_corrected",
         "note": "Banker's third card taken back before payout; see camera 7.",
     },
+    "baccarat.alert.checkpoint": {
+        "partition": 3,
+        "partitions": 6,
+        "every": 60,
+        "tables": {TABLE: {"count": 12, "head": "ab" * 32}},
+        "signature": "0123456789abcdef:" + "cd" * 64,
+    },
     # baccarat.inputs (the table's console and sensors)
     "baccarat.input.round.open": {
         "table_id": TABLE,

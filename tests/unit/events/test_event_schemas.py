@@ -51,7 +51,7 @@ def test_schema_validates_a_sample_event(type_name: str) -> None:
 
 # Breaks that any event type has, so each schema is shown to reject something.
 def _without_table_id(obj: dict[str, Any]) -> None:
-    del obj["data"]["table_id"]
+    del obj["data"]["table_id" if "table_id" in obj["data"] else "partition"]  # a checkpoint is about a partition
 
 
 def _unknown_data_field(obj: dict[str, Any]) -> None:
@@ -106,6 +106,9 @@ SPECIFIC = [
     ("baccarat.round.completed", "player", [{"index": 1, "card": "XX"}]),
     ("baccarat.bet.settled", "result", "won"),
     ("baccarat.alert.raised", "severity", "fatal"),
+    ("baccarat.alert.raised", "signature", "not hex"),
+    ("baccarat.alert.checkpoint", "tables", {"T07": {"count": 0, "head": "ab" * 32}}),
+    ("baccarat.alert.checkpoint", "partition", -1),
 ]
 
 

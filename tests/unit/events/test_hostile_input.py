@@ -12,7 +12,7 @@ import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
 from surveil.events import codec, deadletter, topics
-from surveil.events.signing import DeviceKeys
+from surveil.events.signing import DeviceKeys, Refused
 from surveil.runtime.config import Settings
 from surveil.runtime.kafka import producer_config
 
@@ -21,11 +21,14 @@ BROKER_MAXIMUM = 1_048_576  # message.max.bytes of ops/stack.sh and docker-compo
 
 @pytest.mark.parametrize("header", [b"\xff\xfe", "é".encode(), b"\x00" * 64, b"\xed\xa0\x80"])
 def test_a_signature_header_of_any_bytes_is_a_reason_to_refuse_not_an_exception(header: bytes) -> None:
-    """The Kafka runner decodes the header with replacement characters; ``hmac.compare_digest``
-    raised TypeError for non-ASCII text, and the table-controller exited."""
-    keys = DeviceKeys("floor")
+    """The Kafka runner decoded the header with replacement characters; ``hmac.compare_digest``
+    raised TypeError for non-ASCII text, and the table-controller exited. The header's bytes
+    (the runner's path) and their text (the shoe-reader's) are both refused with a reason."""
+    keys = DeviceKeys({"console/T01": b"k" * 32})
     problem = keys.problem("console/T01", b"{}", header.decode(errors="replace"))
     assert problem is not None and "console/T01" in problem
+    with pytest.raises(Refused, match="console/T01"):
+        keys.counter("console/T01", b"{}", header)
 
 
 @pytest.mark.parametrize("size", [0, 1000, 700_000, 786_000, BROKER_MAXIMUM])

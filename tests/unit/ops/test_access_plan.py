@@ -6,7 +6,9 @@ nowhere else. tests/integration/test_access.py checks the same on the real broke
 from __future__ import annotations
 
 import dataclasses
+import stat
 from collections import defaultdict
+from pathlib import Path
 
 import pytest
 
@@ -16,7 +18,7 @@ from surveil.runtime.config import Settings, kafka_client_config, redacted
 from surveil.runtime.lag_exporter import GROUPS
 from surveil.runtime.state import MemoryBackend, State
 
-# docs/contract.md, "Topics": the producer of each topic; every service may write the dead letters.
+# docs/contract.md, "Topics": the producer of each topic; every service writes its own dead letters.
 PRODUCERS = {
     topics.SHOE: access.SHOE_READER,
     topics.TABLE: access.TABLE_CONTROLLER,
@@ -34,13 +36,14 @@ def by_principal(grants: list[access.Grant]) -> dict[str, set[tuple[str, str, st
     return found
 
 
-def test_each_topic_is_written_by_its_producer_and_the_dead_letters_by_every_service() -> None:
+def test_each_topic_is_written_by_its_producer_and_each_services_dead_letters_by_it_alone() -> None:
     writes = {
         (g.principal, g.name) for g in access.kafka_grants() if g.resource == "topic" and g.operation == "write" and g.pattern == "literal"
     }
     system = {(principal, topic) for principal, topic in writes if topic in topics.ALL_TOPICS}
     expected = {(producer, topic) for topic, producer in PRODUCERS.items()}
-    expected |= {(service, topics.DEADLETTER) for service in access.SERVICES if service != access.LAG_EXPORTER}
+    expected |= {(service, topics.deadletter_topic(service)) for service in access.SERVICES if service != access.LAG_EXPORTER}
+    assert {topic for _, topic in expected} == set(topics.ALL_TOPICS)
     assert system == expected
     # Nobody writes anything else but anomaly-detection, under its app id.
     assert {(p, t) for p, t in writes if t not in topics.ALL_TOPICS} == set()
@@ -104,10 +107,16 @@ def test_each_redis_user_owns_exactly_its_services_namespace() -> None:
         assert [r for r in rules if r.startswith("~")] == [f"~p:{namespace}:*"]
         assert rules.index("-@all") < rules.index("+@read") < rules.index("-@dangerous"), "categories apply in order"
         assert "-scan" in rules and "-function" in rules and "+@all" not in rules
+        assert "-@scripting" in rules and not [r for r in rules if r.startswith(("+eval", "+script", "+fcall"))], "no scripts"
     from surveil.settlement.ledger import NAMESPACE
+    from surveil.shoe_reader.service import Acknowledged
     from surveil.table_controller.processor import TableController
 
-    assert access.REDIS_NAMESPACES == {access.SETTLEMENT_SERVICE: NAMESPACE, access.TABLE_CONTROLLER: TableController.name}
+    assert access.REDIS_NAMESPACES == {
+        access.SETTLEMENT_SERVICE: NAMESPACE,
+        access.TABLE_CONTROLLER: TableController.name,
+        access.SHOE_READER: Acknowledged(None, "").key.partition(":")[0],  # type: ignore[arg-type]
+    }
     assert access.redis_rules(access.ADMIN) == ["~*", "&*", "+@all"]
 
 
@@ -138,8 +147,8 @@ def test_a_service_environment_holds_its_own_credentials_and_no_other_secret() -
     assert env["PATH"] == "/usr/bin" and env["KAFKA_BOOTSTRAP"] == "127.0.0.1:9092"
     assert not set(env) & access.SECRET_VARIABLES
     assert not [v for v in env.values() if "admin" in v]
-    shoe = access.service_env(access.SHOE_READER, OPERATOR)
-    assert "REDIS_URL" not in shoe, "no Redis user of its own: no Redis at all"
+    lag = access.service_env(access.LAG_EXPORTER, OPERATOR)
+    assert "REDIS_URL" not in lag, "no Redis user of its own: no Redis at all"
     # A broker without authentication: the environment as it is.
     assert access.service_env(access.SETTLEMENT_SERVICE, {"KAFKA_BOOTSTRAP": "b"}) == {"KAFKA_BOOTSTRAP": "b"}
 
@@ -192,3 +201,37 @@ def test_a_redis_password_never_reaches_a_log_line() -> None:
     assert "s3cret" not in repr(settings)
     assert settings.redis_url_redacted == "redis://settlement:***@redis:6379/0"
     assert redacted("redis://127.0.0.1:6379/0") == "redis://127.0.0.1:6379/0"
+
+
+def test_passwords_may_come_from_files_docker_secrets(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "kafka").write_text("k-secret\n")
+    (tmp_path / "redis").write_text("r s@cret\n")
+    for name in ("KAFKA_PASSWORD", "KAFKA_SECURITY_PROTOCOL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("KAFKA_USERNAME", "settlement")
+    monkeypatch.setenv("KAFKA_PASSWORD_FILE", str(tmp_path / "kafka"))
+    monkeypatch.setenv("REDIS_URL", "redis://settlement@redis:6379/0")
+    monkeypatch.setenv("REDIS_PASSWORD_FILE", str(tmp_path / "redis"))
+    settings = Settings.from_env("settlement")
+    assert settings.kafka_client()["sasl_plain_password"] == "k-secret"
+    assert settings.redis_url == "redis://settlement:r%20s%40cret@redis:6379/0"
+    assert "s@cret" not in repr(settings) and "s%40cret" not in repr(settings) and "cret" not in settings.redis_url_redacted
+    monkeypatch.delenv("KAFKA_SETTLEMENT_PASSWORD", raising=False)  # a variable would win over the file
+    monkeypatch.setenv("KAFKA_SETTLEMENT_PASSWORD_FILE", str(tmp_path / "kafka"))
+    assert access.kafka_passwords()[access.SETTLEMENT_SERVICE] == "k-secret"
+    assert "KAFKA_SETTLEMENT_PASSWORD_FILE" in access.SECRET_VARIABLES  # no other service's file either
+
+
+def test_access_secrets_makes_a_private_directory_of_passwords_and_the_redis_acl_file(tmp_path: Path) -> None:
+    folder = tmp_path / "secrets"
+    assert access.main(["secrets", str(folder)]) == 0
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    passwords = {path.name: path.read_text().strip() for path in folder.glob("*.password")}
+    assert set(passwords) == {f"kafka-{p}.password" for p in access.KAFKA_PRINCIPALS} | {
+        f"redis-{u}.password" for u in access.REDIS_USERS
+    } | {"grafana-admin.password"}
+    assert len(set(passwords.values())) == len(passwords) and all(len(p) == 48 for p in passwords.values())
+    acl = (folder / "redis-users.acl").read_text()
+    assert not [p for p in passwords.values() if p in acl], "the ACL file holds hashes, not passwords"
+    assert access.main(["secrets", str(folder)]) == 0  # again: the passwords stay
+    assert {path.name: path.read_text().strip() for path in folder.glob("*.password")} == passwords

@@ -111,7 +111,7 @@ def test_the_compose_config_is_the_local_one_with_the_console_by_name_and_the_do
     assert {h["url"] for h in hooks[0]} == {"http://127.0.0.1:8088/api/alertmanager"}  # CONSOLE_PORT: ops/stack.sh rewrites it
     assert {h["url"] for h in hooks[1]} == {"http://console:8088/api/alertmanager"}
     assert {h["http_config"]["authorization"]["credentials_file"] for h in hooks[0]} == {"../../.stack/secrets/alertmanager-webhook.token"}
-    assert {h["http_config"]["authorization"]["credentials_file"] for h in hooks[1]} == {"/run/secrets/alertmanager_webhook_token"}
+    assert {h["http_config"]["authorization"]["credentials_file"] for h in hooks[1]} == {"/run/secrets/alertmanager-webhook-token"}
 
 
 def test_compose_runs_alertmanager_with_its_config_the_secret_and_prometheus_sends_to_it() -> None:
@@ -120,8 +120,9 @@ def test_compose_runs_alertmanager_with_its_config_the_secret_and_prometheus_sen
     assert "--config.file=/etc/alertmanager/alertmanager-compose.yml" in service["command"]
     assert "--web.listen-address=:9093" in service["command"]
     assert "./ops/alertmanager:/etc/alertmanager:ro" in service["volumes"]
-    assert service["secrets"] == ["alertmanager_webhook_token"]
-    assert compose["secrets"]["alertmanager_webhook_token"] == {"environment": "ALERTMANAGER_WEBHOOK_TOKEN"}
+    assert service["secrets"] == ["alertmanager-webhook-token"]  # the file the console reads too
+    assert compose["secrets"]["alertmanager-webhook-token"] == {"file": "${SECRETS_DIR}/alertmanager-webhook-token.secret"}
+    assert compose["services"]["console"]["environment"]["ALERTMANAGER_WEBHOOK_TOKEN_FILE"] == "/run/secrets/alertmanager-webhook-token"
     prometheus = load(ROOT / "ops" / "prometheus" / "prometheus-compose.yml")
     assert prometheus["alerting"]["alertmanagers"] == [{"static_configs": [{"targets": ["alertmanager:9093"]}]}]
     local = load(ROOT / "ops" / "prometheus" / "prometheus.yml")  # ops/stack.sh writes the file with ALERTMANAGER_PORT

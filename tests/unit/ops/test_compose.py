@@ -12,6 +12,7 @@ plugin is installed (it parses and interpolates without a daemon). The plugin's 
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import os
 import re
@@ -39,14 +40,25 @@ CODE = ROOT / "services" / "surveil"
 PROMETHEUS_DIR = ROOT / "ops" / "prometheus"
 LOCAL_PROMETHEUS = PROMETHEUS_DIR / "prometheus.yml"
 
-# Set outside .env on purpose (it is in git): the tests supply stand-ins, each its own value so
-# that a test can tell which one a service got.
-SECRETS = {
-    "GRAFANA_ADMIN_PASSWORD": "only-a-test-value",
-    **{access.password_variable("kafka", p): f"test-kafka-{p}" for p in access.KAFKA_PRINCIPALS},
-    **{access.password_variable("redis", u): f"test-redis-{u}" for u in access.REDIS_USERS},
-    **{name: f"test-{name.lower()}-{'x' * 32}" for name in access.CONSOLE_SECRETS},
+# The Docker secrets of the deployment (docs/security.md, "Compose"), by name: who gets each.
+# A password of a principal goes to that principal's container (and every Kafka one to
+# kafka-access, which stores them), the broker's key to the broker, the detectors' key to them.
+SECRET_HOLDERS = {
+    "kafka-ca": {"kafka", "kafka-init", "kafka-access", *access.SERVICES, access.CONSOLE},
+    "kafka-broker-keystore": {"kafka"},
+    "kafka-admin-password": {"kafka", "kafka-init", "kafka-access"},
+    **{f"kafka-{p}-password": {p, "kafka-access"} for p in access.KAFKA_PRINCIPALS if p != access.ADMIN},
+    "redis-users-acl": {"redis"},
+    **{f"redis-{u}-password": {u} for u in access.REDIS_NAMESPACES},
+    "grafana-admin-password": {"grafana"},
+    "alert-signing-key": {"anomaly-detection"},
+    "console-secret-key": {"console"},
+    "alertmanager-webhook-token": {"console", "alertmanager"},
 }
+# Nobody runs as the floor simulator or the auditor in compose (a host's, the floor's gateway's, an
+# auditor's own machine).
+SECRET_HOLDERS["kafka-floor-simulator-password"] = {"kafka-access"}
+SECRET_HOLDERS["kafka-auditor-password"] = {"kafka-access"}
 
 INFRASTRUCTURE = {"kafka", "kafka-init", "kafka-access", "redis", "prometheus", "alertmanager", "grafana"}
 ONE_SHOT = {"kafka-init", "kafka-access"}
@@ -57,20 +69,20 @@ DEPENDENCY_CONDITIONS = {"service_started", "service_healthy", "service_complete
 # What each service cannot do without (the code's defaults point at 127.0.0.1, which inside a
 # container is the container itself). A service `surveil serve` gains later gets BASELINE.
 # Every Kafka client logs in (docs/security.md).
-KAFKA_LOGIN = {"KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_MECHANISM", "KAFKA_USERNAME", "KAFKA_PASSWORD"}
+KAFKA_LOGIN = {"KAFKA_SECURITY_PROTOCOL", "KAFKA_SASL_MECHANISM", "KAFKA_USERNAME", "KAFKA_PASSWORD_FILE"}
 BASELINE = {"KAFKA_BOOTSTRAP", "METRICS_PORT", "LOG_LEVEL"} | KAFKA_LOGIN
 REQUIRED_ENV = {
-    "shoe-reader": BASELINE | {"PARTITIONS", "SHOE_READER_PORT"},
-    "table-controller": BASELINE | {"PARTITIONS", "REDIS_URL"},
+    "shoe-reader": BASELINE | {"PARTITIONS", "SHOE_READER_HOST", "SHOE_READER_PORT", "REDIS_URL", "DEVICE_KEYS"},
+    "table-controller": BASELINE | {"PARTITIONS", "REDIS_URL", "DEVICE_KEYS"},
     "settlement": BASELINE | {"PARTITIONS", "REDIS_URL"},
-    "anomaly-detection": BASELINE | {"PARTITIONS"},  # faust's topic and table partitions
+    "anomaly-detection": BASELINE | {"PARTITIONS", "ALERT_SIGNING_KEY"},  # faust's topic and table partitions; its key
     "lag-exporter": BASELINE,
     # The console signs sessions with its key (it refuses to start without), keeps its users in a
     # volume, listens on the host's side, and opens Alertmanager's webhook to its token only.
-    "console": BASELINE | {"CONSOLE_HOST", "CONSOLE_PORT", "CONSOLE_USERS_FILE", "CONSOLE_SECRET_KEY", "ALERTMANAGER_WEBHOOK_TOKEN"},
+    "console": BASELINE | {"CONSOLE_HOST", "CONSOLE_PORT", "CONSOLE_USERS_FILE", "CONSOLE_SECRET_KEY_FILE", "ALERTMANAGER_WEBHOOK_TOKEN_FILE"},
     "kafka-init": {"KAFKA_BOOTSTRAP", "PARTITIONS", "EVIDENCE_RETENTION_DAYS", "DEADLETTER_RETENTION_DAYS"} | KAFKA_LOGIN,
     # Stores every principal's SCRAM credential: all their passwords.
-    "kafka-access": {"KAFKA_BOOTSTRAP"} | KAFKA_LOGIN | {access.password_variable("kafka", p) for p in access.KAFKA_PRINCIPALS},
+    "kafka-access": {"KAFKA_BOOTSTRAP"} | KAFKA_LOGIN | {access.password_variable("kafka", p) + "_FILE" for p in access.KAFKA_PRINCIPALS},
 }
 
 
@@ -229,10 +241,10 @@ NEEDS_COMPOSE = pytest.mark.skipif(
 )
 
 
-def run_compose(env_file: Path, *args: str, secrets: dict[str, str] = SECRETS) -> subprocess.CompletedProcess[str]:
+def run_compose(env_file: Path, *args: str) -> subprocess.CompletedProcess[str]:
     assert COMPOSE is not None
     command = [*COMPOSE, "--project-directory", str(ROOT), "-f", str(COMPOSE_FILE), "--env-file", str(env_file), "config", *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=60, env=_clean_env(secrets), cwd=ROOT)
+    return subprocess.run(command, capture_output=True, text=True, timeout=60, env=_clean_env(), cwd=ROOT)
 
 
 # --- one model of a service, whichever form it came in ---------------------------------------
@@ -356,7 +368,7 @@ def deployment_from(top: dict[str, Any], source: str) -> Deployment:
 
 @pytest.fixture(scope="module")
 def env() -> dict[str, str]:
-    return read_env_file(ENV_FILE) | SECRETS
+    return read_env_file(ENV_FILE)
 
 
 @pytest.fixture(scope="module", params=["file", "docker compose config"])
@@ -476,10 +488,11 @@ def test_kafka_access_stores_the_credentials_and_the_acls_once_kafka_is_healthy(
     assert job.depends_on == {"kafka": "service_healthy"}
     assert job.restart in (None, "no")
     assert job.environment["KAFKA_USERNAME"] == access.ADMIN
-    assert job.environment["KAFKA_PASSWORD"] == SECRETS["KAFKA_ADMIN_PASSWORD"]
+    assert job.environment["KAFKA_PASSWORD_FILE"] == "/run/secrets/kafka-admin-password"
     for principal in access.KAFKA_PRINCIPALS:
-        variable = access.password_variable("kafka", principal)
-        assert job.environment[variable] == SECRETS[variable], f"kafka-access does not get {variable}"
+        variable = access.password_variable("kafka", principal) + "_FILE"
+        assert job.environment[variable] == f"/run/secrets/kafka-{principal}-password", f"kafka-access does not get {variable}"
+        assert f"kafka-{principal}-password" in _secrets_of(job)
 
 
 def test_depends_on_names_existing_services_with_valid_conditions(deployment: Deployment) -> None:
@@ -525,11 +538,13 @@ def test_every_variable_a_service_needs_is_provided(deployment: Deployment) -> N
             assert "127.0.0.1" not in value and "localhost" not in value, f"{name}: {variable}={value} is the container itself"
         if "REDIS_URL" in service.environment:
             url = service.environment["REDIS_URL"]
-            match = re.fullmatch(r"redis://([^:@/]+):([^@/]+)@([^:/]+):(\d+)/(\d+)", url)
-            assert match and match[3] in deployment.services, f"{name}: REDIS_URL={url}"
-            assert match[4] in deployment.services["redis"].raw["command"], "Redis listens on the port the URL names"
-            # Its own Redis user (docs/security.md), with that user's password.
-            assert match[1] == name and match[2] == SECRETS[access.password_variable("redis", name)], f"{name}: REDIS_URL as {match[1]}"
+            match = re.fullmatch(r"redis://([^:@/]+)@([^:/]+):(\d+)/(\d+)", url)  # no password: that is a secret
+            assert match and match[2] in deployment.services, f"{name}: REDIS_URL={url}"
+            assert match[3] in deployment.services["redis"].raw["command"], "Redis listens on the port the URL names"
+            # Its own Redis user (docs/security.md), its password from its own secret.
+            assert match[1] == name, f"{name}: REDIS_URL as {match[1]}"
+            assert service.environment["REDIS_PASSWORD_FILE"] == f"/run/secrets/redis-{name}-password", name
+            assert f"redis-{name}-password" in _secrets_of(service), name
 
 
 def test_instance_ids_stay_unique_per_replica(deployment: Deployment) -> None:
@@ -724,8 +739,8 @@ def test_no_variable_can_silently_come_out_empty(env: dict[str, str]) -> None:
     loose = {name for name, op in references if op is None and name not in required}
     assert not loose, f"used without :? anywhere and without a default: {sorted(loose)}"
     in_file = read_env_file(ENV_FILE)
-    assert required - set(in_file) == set(SECRETS), f"required but not in .env: {sorted(required - set(in_file) - set(SECRETS))}"
-    assert not set(SECRETS) & set(in_file), "a secret in .env, which is in git"
+    assert required <= set(in_file), f"required but not in .env: {sorted(required - set(in_file))}"
+    assert not [name for name in in_file if "PASSWORD" in name], "a password in .env, which is in git"
     env_text = ENV_FILE.read_text(encoding="utf-8")
     used = {name for name, _ in references} | {n for n in in_file if re.search(r"\$\{" + n + r"\}", env_text)}
     assert set(in_file) <= used, f".env sets what nothing uses: {sorted(set(in_file) - used)}"
@@ -757,7 +772,8 @@ def test_kafka_authenticates_every_client_and_authorizes_with_acls(deployment: D
     assert kafka["KAFKA_ALLOW_EVERYONE_IF_NO_ACL_FOUND"] == "false"
     # The image drops KAFKA_* values with a '=' (every JAAS line has one): the start script writes them.
     assert not [k for k, v in kafka.items() if k.startswith("KAFKA_") and "=" in v], "a KAFKA_* value the image would drop"
-    assert kafka["SCRAM_ADMIN_PASSWORD"] == SECRETS["KAFKA_ADMIN_PASSWORD"]
+    assert kafka["SCRAM_ADMIN_PASSWORD_FILE"] == "/run/secrets/kafka-admin-password"
+    assert "kafka-admin-password" in _secrets_of(deployment.services["kafka"])
     assert deployment.services["kafka"].command == ["bash", "/etc/kafka/surveil/compose-start.sh"]
     start = next(source for kind, source, target in deployment.services["kafka"].mounts if target == "/etc/kafka/surveil/compose-start.sh")
     script = Path(start).read_text(encoding="utf-8")
@@ -772,41 +788,35 @@ def test_each_service_logs_in_as_its_own_principal(deployment: Deployment, env: 
     for name, service in deployment.python_services.items():
         login = service.environment
         assert login["KAFKA_USERNAME"] == name, f"{name} logs in as {login['KAFKA_USERNAME']}"
-        assert login["KAFKA_PASSWORD"] == SECRETS[access.password_variable("kafka", name)], f"{name}: another principal's password"
+        assert login["KAFKA_PASSWORD_FILE"] == f"/run/secrets/kafka-{name}-password", f"{name}: another principal's password"
         assert login["KAFKA_SECURITY_PROTOCOL"] == env["KAFKA_SECURITY_PROTOCOL"]
         assert login["KAFKA_SASL_MECHANISM"] == access.SCRAM_MECHANISM
-        # The CA it trusts with SASL_SSL is mounted where KAFKA_SSL_CAFILE says.
-        cafile = Path(login["KAFKA_SSL_CAFILE"])
-        assert any(kind == "bind" and cafile.parent == Path(target) for kind, _, target in service.mounts), f"{name}: no CA at {cafile}"
+        # The CA it trusts with SASL_SSL is the secret KAFKA_SSL_CAFILE names.
+        assert login["KAFKA_SSL_CAFILE"] == "/run/secrets/kafka-ca" and "kafka-ca" in _secrets_of(service), name
     assert set(deployment.python_services) <= {*access.SERVICES, access.CONSOLE}
     for job in ONE_SHOT:
         assert deployment.services[job].environment["KAFKA_USERNAME"] == access.ADMIN
 
 
-def _redis_users(command: list[str]) -> dict[str, list[str]]:
-    """``--user NAME RULE...`` of redis-server's command line: {name: rules}."""
-    users: dict[str, list[str]] = {}
-    at = 0
-    while at < len(command):
-        if command[at] != "--user":
-            at += 1
-            continue
-        end = at + 2
-        while end < len(command) and not command[end].startswith("--"):
-            end += 1
-        users[command[at + 1]] = command[at + 2 : end]
-        at = end
-    return users
-
-
-def test_redis_has_the_users_of_the_access_plan(deployment: Deployment) -> None:
-    users = _redis_users(deployment.services["redis"].command)
+def test_redis_has_the_users_of_the_access_plan(deployment: Deployment, tmp_path: Path) -> None:
+    """Redis reads its users from the ACL file `access secrets` writes (the secret redis-users-acl):
+    each user of the plan with its password hashed, the default user no one logs in as."""
+    redis = deployment.services["redis"]
+    command = redis.command
+    assert command[command.index("--aclfile") + 1] == "/run/secrets/redis-users-acl" and "--user" not in command
+    assert _secrets_of(redis) == ["redis-users-acl"]
+    files = {name: str(spec["file"]) for name, spec in deployment.top["secrets"].items()}
+    secrets_dir = Path(files["redis-users-acl"]).parent
+    assert all(Path(files[f"redis-{u}-password"]).parent == secrets_dir for u in access.REDIS_NAMESPACES)
+    assert access.main(["secrets", str(tmp_path / "secrets")]) == 0
+    acl = (tmp_path / "secrets" / "redis-users.acl").read_text().splitlines()
+    users = {line.split()[1]: line.split()[2:] for line in acl}
     assert set(users) == {"default", *access.REDIS_USERS}, sorted(users)
     assert users["default"] == ["on", *access.DEFAULT_USER_RULES], "the default user: no one logs in as it"
     for user in access.REDIS_USERS:
-        rules = users[user]
-        assert rules[:2] == ["on", f">{SECRETS[access.password_variable('redis', user)]}"], f"{user}: {rules[:2]}"
-        assert rules[2:] == access.redis_rules(user), f"{user}: the rules differ from surveil.runtime.access.redis_rules"
+        password = (tmp_path / "secrets" / f"redis-{user}.password").read_text().strip()
+        assert users[user][0] == "on" and users[user][1] == "#" + hashlib.sha256(password.encode()).hexdigest(), user
+        assert users[user][2:] == access.redis_rules(user), f"{user}: the rules differ from surveil.runtime.access.redis_rules"
     assert "redis-cli" in " ".join(deployment.services["redis"].healthcheck or []) and "--user" not in " ".join(
         deployment.services["redis"].healthcheck or []
     )
@@ -895,7 +905,70 @@ def test_docker_compose_refuses_to_start_without_each_required_variable(tmp_path
     for variable in sorted(required_variables()):
         env_file = tmp_path / f"{variable}.env"
         env_file.write_text("\n".join(line for line in lines if not line.startswith(f"{variable}=")) + "\n")
-        secrets = {k: v for k, v in SECRETS.items() if k != variable}
-        done = run_compose(env_file, "--quiet", secrets=secrets)
+        done = run_compose(env_file, "--quiet")
         # The PyPI build of Compose prints the refusal but exits 0; the plugin exits 1.
         assert f"required variable {variable} is missing a value" in done.stderr, f"compose accepted the file without {variable}"
+
+
+def test_each_verifier_reads_its_own_kind_of_device_keys_and_nothing_else_does(deployment: Deployment) -> None:
+    """docs/security.md, "Device signatures": the shoe-reader mounts the shoes' keys, the
+    table-controller the consoles', read-only; no other container mounts any."""
+    store = Path(deployment.services["shoe-reader"].environment["DEVICE_KEYS"])
+    for name, service in deployment.services.items():
+        mounted = [(source, target) for kind, source, target in service.mounts if Path(target).is_relative_to(store)]
+        expected = {"shoe-reader": "shoe", "table-controller": "console"}.get(name)
+        if expected is None:
+            assert mounted == [], f"{name} mounts device keys"
+            continue
+        assert service.environment["DEVICE_KEYS"] == str(store)
+        assert mounted == [(str(ROOT / "ops/device-keys" / expected), str(store / expected))], name
+        target = str(store / expected)
+        read_only = [
+            v.get("read_only") if isinstance(v, dict) else str(v).endswith(":ro") for v in service.raw["volumes"] if target in str(v)
+        ]
+        assert read_only == [True], f"{name}: not read-only"
+
+
+# --- secrets (docs/security.md) ----------------------------------------------------------------
+
+
+def test_kafka_clients_use_tls_by_default() -> None:
+    assert read_env_file(ENV_FILE)["KAFKA_SECURITY_PROTOCOL"] == "SASL_SSL"
+
+
+def test_no_container_gets_the_tls_directory_or_a_private_key_but_the_brokers_own(deployment: Deployment) -> None:
+    """The CA's key signs certificates anyone would trust: it stays on the host. The broker gets
+    its own key and certificate (broker-keystore.pem), the others the CA's certificate only."""
+    tls = Path(read_env_file(ENV_FILE)["KAFKA_TLS_DIR"])
+    files = {name: str(spec.get("file", "")) for name, spec in (deployment.top.get("secrets") or {}).items()}
+    for name, service in deployment.services.items():
+        for kind, source, _ in service.mounts:
+            assert not (kind == "bind" and Path(source) == (ROOT / tls).resolve()), f"{name} mounts the TLS directory, the CA's key in it"
+        for secret in _secrets_of(service):
+            assert not files[secret].endswith((".key", "ca-key.pem")) or secret == "alert-signing-key", f"{name}: {files[secret]}"
+            if files[secret].endswith("broker-keystore.pem"):
+                assert name == "kafka", f"{name} gets the broker's key"
+
+
+def test_no_password_is_in_an_environment_variable_or_on_a_command_line(deployment: Deployment) -> None:
+    """Passwords are Docker secrets (files under /run/secrets), never variables (which `docker
+    inspect` shows) nor arguments (which `ps` shows): the file names no variable that holds one,
+    and no container gets one."""
+    assert not [name for name, _ in referenced_variables(raw_compose()) if "PASSWORD" in name]
+    for name, service in deployment.services.items():
+        assert not [v for v in service.environment if v.endswith("PASSWORD")], f"{name}: a password variable"
+        said = " ".join([*service.environment.values(), *service.command, *service.entrypoint, *(service.healthcheck or [])])
+        assert not re.search(r"://[^/@\s]+:[^/@\s]+@", said), f"{name}: a password in a URL"
+    assert not [word for word in deployment.services["redis"].command if word.startswith(">")], "a Redis password on its command line"
+
+
+def test_each_secret_goes_to_the_containers_that_need_it_and_no_other(deployment: Deployment) -> None:
+    declared = set(deployment.top.get("secrets") or {})
+    assert declared == set(SECRET_HOLDERS), sorted(declared ^ set(SECRET_HOLDERS))
+    for secret, holders in SECRET_HOLDERS.items():
+        having = {name for name, service in deployment.services.items() if secret in _secrets_of(service)}
+        assert having == holders, f"{secret}: {sorted(having)}"
+
+
+def _secrets_of(service: Service) -> list[str]:
+    return [s if isinstance(s, str) else s["source"] for s in service.raw.get("secrets") or []]

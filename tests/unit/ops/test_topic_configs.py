@@ -23,7 +23,7 @@ def test_the_evidence_is_kept_for_the_evidence_period_and_the_dead_letters_for_t
     configs = topic_configs(180, 30)
     for name in (topics.SHOE, topics.INPUTS, topics.TABLE, topics.SETTLEMENT, topics.ALERTS, topics.ALERT_ACTIONS):
         assert configs[name]["retention.ms"] == str(180 * DAY_MS) == "15552000000"
-    assert configs[topics.DEADLETTER]["retention.ms"] == str(30 * DAY_MS)
+    assert {configs[name]["retention.ms"] for name in topics.DEADLETTERS} == {str(30 * DAY_MS)}
 
 
 def test_the_periods_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -33,7 +33,7 @@ def test_the_periods_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv("EVIDENCE_RETENTION_DAYS", "365")
     monkeypatch.setenv("DEADLETTER_RETENTION_DAYS", "7")
     assert topic_configs()[topics.ALERTS]["retention.ms"] == str(365 * DAY_MS)
-    assert topic_configs()[topics.DEADLETTER]["retention.ms"] == str(7 * DAY_MS)
+    assert topic_configs()[topics.deadletter_topic("settlement")]["retention.ms"] == str(7 * DAY_MS)
     for bad in ("0", "-5", "1.5", "half a year"):
         monkeypatch.setenv("EVIDENCE_RETENTION_DAYS", bad)
         with pytest.raises(ValueError, match="EVIDENCE_RETENTION_DAYS"):
@@ -44,5 +44,7 @@ def test_a_prefixed_topic_has_its_contract_topics_settings_and_others_have_none(
     configs = topic_configs(180, 30)
     assert configs_for("it-x.baccarat.alerts", configs) is configs[topics.ALERTS]
     assert configs_for("prod-baccarat.alert-actions", configs) is configs[topics.ALERT_ACTIONS]
-    assert configs_for("baccarat.deadletter", configs) is configs[topics.DEADLETTER]
+    for name in topics.DEADLETTERS:
+        assert configs_for(name, configs) is configs[name]
+    assert configs_for("baccarat.deadletter", configs) is None
     assert configs_for("anomaly-detection-table-watch-changelog", configs) is None

@@ -71,7 +71,7 @@ class Broker:
         return [codec.decode(value) for topic, _, value, _ in self.sent if topic == topics.SHOE]
 
     def dead_letters(self) -> list[deadletter.DeadLetter]:
-        return [deadletter.decode(value) for topic, _, value, _ in self.sent if topic == topics.DEADLETTER]
+        return [deadletter.decode(value) for topic, _, value, _ in self.sent if topic == topics.deadletter_topic("shoe-reader")]
 
 
 def card(seq: int, index: int | None = None, table: str = "T07") -> bytes:
@@ -183,6 +183,59 @@ def test_a_line_with_a_bad_field_is_dead_lettered_acknowledged_and_its_number_us
     assert len(broker.dead_letters()) == 1
 
 
+class Remembered:
+    """Stands in for the Redis hash of acknowledged sequence numbers."""
+
+    def __init__(self, acknowledged: dict[str, int]) -> None:
+        self.saved = dict(acknowledged)
+
+    def load(self) -> dict[str, int]:
+        return dict(self.saved)
+
+    def save(self, acknowledged: dict[str, int]) -> None:
+        self.saved |= acknowledged
+
+
+def test_a_line_acknowledged_before_a_restart_is_a_replay_refused_for_an_alert(broker: Broker, failures: list[Exception]) -> None:
+    store = Remembered({"T07": 3})  # settled before the restart
+    handler = LineHandler(broker, {"T07": 6}, failures.append, None, store)  # type: ignore[arg-type]
+    acks: list[tuple[str, int]] = []
+    assert handler.handle(card(2), "tcp://peer", lambda *a: acks.append(a)) == ("T07", 2)
+    (letter,) = broker.dead_letters()
+    assert (letter.kind, letter.key, letter.payload) == ("signature", "T07", card(2))
+    assert letter.reason == "a replayed line: T07's shoe has had line 3 acknowledged for 10 s, and never sends line 2 again"
+    broker.sent[0][3].succeed()
+    assert acks == [("T07", 2)]
+    # Published, but its acknowledgement maybe lost with the reader that died: a resend, dropped quietly.
+    assert handler.handle(card(5), "tcp://peer", lambda *a: acks.append(a)) == ("T07", 5)
+    assert (len(broker.dead_letters()), broker.events(), acks[-1]) == (1, [], ("T07", 5))
+    assert handler.handle(card(7), "tcp://peer") == ("T07", 7)
+    assert [e.id for e in broker.events()] == ["T07:S1:7"]
+
+
+def test_an_acknowledgement_settles_after_ten_seconds_and_is_kept_in_redis(broker: Broker, failures: list[Exception]) -> None:
+    store = Remembered({})
+    handler = LineHandler(broker, {}, failures.append, None, store)  # type: ignore[arg-type]
+    handler.acknowledged({"T07": 4, "T08": 1}, now=100.0)
+    handler.acknowledged({"T07": 2}, now=101.0)  # a later connection's older acknowledgement moves nothing back
+    handler.settle(now=109.0)
+    assert (handler.acked, store.saved) == ({}, {})  # not yet: the shoe may not have it
+    handler.settle(now=110.0)
+    assert store.saved == {"T07": 4, "T08": 1}
+    handler.settle(now=111.0)
+    assert store.saved == {"T07": 4, "T08": 1} and failures == []
+
+
+def test_an_acknowledgement_goes_out_before_it_is_remembered() -> None:
+    sent: list[bytes] = []
+    remembered: list[dict[str, int]] = []
+    window = AckWindow(sent.append, asyncio.new_event_loop(), lambda released: remembered.append(dict(released)) or None)
+    window.expect("T1", 1)
+    window.completed.append(("T1", 1))
+    window._flush()
+    assert (sent, remembered) == ([b"ACK T1 1\n"], [{"T1": 1}])
+
+
 def test_a_failed_publish_is_reported(handler: LineHandler, broker: Broker, failures: list[Exception]) -> None:
     handler.handle(card(1), "tcp://peer", lambda *a: pytest.fail("acknowledged"))
     error = TimeoutError("delivery timed out")
@@ -226,6 +279,31 @@ async def start_reader(handler: LineHandler) -> tuple[int, asyncio.Event, asynci
     bound: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(serve_tcp(handler, 0, stop, ready=bound.set_result))
     return await bound, stop, task
+
+
+def test_the_reader_listens_on_the_configured_interface_loopback_by_default(handler: LineHandler) -> None:
+    async def bound_to(**host: str) -> str:
+        stop = asyncio.Event()
+        where: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        original = asyncio.start_server
+
+        async def start_server(*args: Any, **kwargs: Any) -> asyncio.Server:
+            server = await original(*args, **kwargs)
+            where.set_result(server.sockets[0].getsockname()[0])
+            return server
+
+        asyncio.start_server = start_server  # type: ignore[assignment]
+        try:
+            task = asyncio.create_task(serve_tcp(handler, 0, stop, **host))  # type: ignore[arg-type]
+            address = await where
+        finally:
+            asyncio.start_server = original
+        stop.set()
+        await task
+        return address
+
+    assert asyncio.run(bound_to()) == "127.0.0.1"  # not 0.0.0.0: every interface of the host
+    assert asyncio.run(bound_to(host="0.0.0.0")) == "0.0.0.0"
 
 
 def test_lines_over_tcp_are_published_once_and_acknowledged(handler: LineHandler) -> None:

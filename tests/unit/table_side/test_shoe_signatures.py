@@ -11,10 +11,11 @@ import pytest
 from surveil.detect.devices import signature_finding
 from surveil.events import deadletter
 from surveil.events.shoe_protocol import BadLine, Kind, Problem, format_line, parse_line, signed_line
-from surveil.events.signing import DeviceKeys, shoe_device
+from surveil.events.signing import DeviceKeys
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
-KEYS = DeviceKeys("floor secret")
+KEYS = DeviceKeys({"shoe/T07": bytes(range(32)), "shoe/T08": bytes(range(1, 33))})  # each shoe its own key
+OTHER = DeviceKeys({"shoe/T07": bytes(32), "shoe/T08": bytes(32)})  # keys no shoe was issued
 
 
 def card(table: str = "T07", seq: int = 5) -> bytes:
@@ -31,7 +32,7 @@ def test_a_signed_line_parses_with_the_keys_and_without() -> None:
     ("line", "reason"),
     [
         (card(), "no signature: every message of shoe/T07 must be signed"),
-        (signed_line(card(), DeviceKeys("another floor")), "the signature is not shoe/T07's: a spoofed or altered message"),
+        (signed_line(card(), OTHER), "the signature is not shoe/T07's: a spoofed or altered message"),
         (signed_line(card("T08"), KEYS).replace(b"T08", b"T07", 1), None),  # moved to another table: CRC fails first
     ],
 )
@@ -54,9 +55,13 @@ def test_a_re_checksummed_forgery_of_another_tables_line_is_refused() -> None:
     assert refused.value.problem is Problem.SIGNATURE
 
 
-def test_each_device_has_its_own_key() -> None:
-    assert KEYS.key(shoe_device("T07")) != KEYS.key(shoe_device("T08"))
-    assert KEYS.sign(shoe_device("T07"), b"x") != DeviceKeys("another floor").sign(shoe_device("T07"), b"x")
+def test_a_line_of_a_shoe_without_a_key_is_refused() -> None:
+    with pytest.raises(BadLine) as refused:
+        parse_line(signed_line(card("T09"), DeviceKeys({"shoe/T09": bytes(32)})), NOW, KEYS)
+    assert (refused.value.problem, refused.value.reason) == (
+        Problem.SIGNATURE,
+        "no key is issued for shoe/T09: a device of no table this floor knows",
+    )
 
 
 def test_the_dead_letter_of_a_refused_line_becomes_a_device_signature_alert() -> None:
@@ -68,8 +73,15 @@ def test_the_dead_letter_of_a_refused_line_becomes_a_device_signature_alert() ->
         key="T07",
         kind=deadletter.SIGNATURE,
     )
-    found = signature_finding(letter)
+    found = signature_finding(letter, "shoe-reader")
     assert found is not None
     assert (found.finding.code, found.finding.article, found.context.table_id) == ("DEVICE_SIGNATURE", "Art. 7", "T07")
     assert "tcp://10.0.0.9:4000" == found.finding.evidence["origin"]
-    assert signature_finding(deadletter.dead_letter("shoe-reader", b"x", "garbled", origin="tcp://x", key="T07")) is None
+    assert signature_finding(deadletter.dead_letter("shoe-reader", b"x", "garbled", origin="tcp://x", key="T07"), "shoe-reader") is None
+
+
+def test_who_refused_a_message_is_the_topic_it_came_from_not_what_the_letter_claims() -> None:
+    claims = deadletter.dead_letter("table-controller", b"{}", "forged", origin="baccarat.inputs", key="T05", kind=deadletter.SIGNATURE)
+    assert signature_finding(claims, "settlement") is None  # on settlement's own topic: settlement checks no signature
+    found = signature_finding(claims, "shoe-reader")
+    assert found is not None and found.finding.article == "Art. 7" and found.finding.evidence["service"] == "shoe-reader"
