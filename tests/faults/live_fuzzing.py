@@ -25,7 +25,7 @@ import msgspec
 import redis
 from kafka import KafkaProducer
 
-from faults.fuzzing import material
+from faults.fuzzing import FloorKeys, material
 from integration.deployment import Deployment
 from surveil.anomaly_detection.app import FACTS, PATTERN_ALERTS
 from surveil.events import deadletter, topics
@@ -47,6 +47,7 @@ READERS = {
     topics.deadletter_topic("table-controller"): (),
 }
 SERVICES = ("table-controller", "settlement", "anomaly-detection")
+OTHER_KEYS = DeviceKeys(FloorKeys("not the floor's"))  # keys no device was issued
 FRAMING = 2048  # bytes left for a record's framing and headers' overhead under the broker's maximum
 
 
@@ -86,9 +87,7 @@ def hostile_record(rng: random.Random) -> Record:
     headers: list[tuple[str, bytes]] = []
     for _ in range(rng.choice([0, 0, 1, 2, 3])):
         name: str = rng.choice(["signature", "signature", RawKey(rng.randbytes(rng.randint(1, 8))), "x" * rng.randint(0, 20)])
-        headers.append(
-            (name, rng.choice([b"", rng.randbytes(64), b"\xff\xfe", DeviceKeys("not the floor's").sign("console/T", b"").encode()]))
-        )
+        headers.append((name, rng.choice([b"", rng.randbytes(64), b"\xff\xfe", OTHER_KEYS.header("console/T", b"")])))
     room = topics.MAX_RECORD_BYTES - FRAMING - len(key or b"") - sum(len(k.encode()) + len(v) for k, v in headers)
     valid = rng.choice(mat.by_topic.get(topic) or mat.by_topic[topics.TABLE])
     value = rng.choice(
@@ -101,7 +100,7 @@ def hostile_record(rng: random.Random) -> Record:
     )
     if topic == topics.INPUTS and rng.random() < 0.3:  # a whole input, signed with a key not the floor's
         value = rng.choice(mat.by_topic[topics.INPUTS])
-        headers = [("signature", DeviceKeys("not the floor's").sign(f"console/{(key or b'').decode(errors='replace')}", value).encode())]
+        headers = [("signature", OTHER_KEYS.header(f"console/{(key or b'').decode(errors='replace')}", value))]
     return topic, key, value, headers
 
 

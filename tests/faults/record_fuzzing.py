@@ -40,7 +40,7 @@ from hypothesis import strategies as st
 from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
-from faults.fuzzing import DEVICE_SECRET, STEP, WINDOW, ProcessorConsumer, _copy, _near, event_record, material
+from faults.fuzzing import DEVICE_SECRET, STEP, WINDOW, FloorKeys, ProcessorConsumer, _copy, _near, event_record, material
 from surveil.events import codec, deadletter, topics
 from surveil.events import models as m
 from surveil.events.signing import SIGNED_TOPICS, DeviceKeys
@@ -174,6 +174,10 @@ def key_strategy() -> st.SearchStrategy[bytes | None]:
     return st.one_of(st.none(), st.sampled_from(tables), st.sampled_from(tables), st.binary(max_size=64), big())
 
 
+FLOOR_KEYS = DeviceKeys(FloorKeys(DEVICE_SECRET))  # the floor's devices, as the runner checks them
+OTHER_KEYS = DeviceKeys(FloorKeys("not the floor's"))  # keys no device was issued
+
+
 @st.composite
 def record(draw: st.DrawFn, topic: str, start: int, consumer: str) -> Record:
     key = draw(key_strategy())
@@ -184,10 +188,9 @@ def record(draw: st.DrawFn, topic: str, start: int, consumer: str) -> Record:
         if kind == "right":  # the signature of its device, so that the record gets to be decoded
             device = SIGNED_TOPICS.get(topic)
             table = (key or b"").decode(errors="replace")
-            signature = DeviceKeys(DEVICE_SECRET).sign(device(table), value or b"") if device else "0" * 64
-            headers.append((name, signature.encode()))
+            headers.append((name, FLOOR_KEYS.header(device(table), value or b"") if device else b"0" * 64))
         elif kind == "wrong":
-            headers.append((name, DeviceKeys("not the floor's").sign("console/T", value or b"").encode()))
+            headers.append((name, OTHER_KEYS.header("console/T", value or b"")))
         elif kind == "not-ascii":
             headers.append((name, draw(st.sampled_from([b"\xff\xfe", "é".encode(), b"\xed\xa0\x80", b"\x00" * 64]))))
         elif kind == "null":
@@ -311,7 +314,7 @@ class RunnerConsumer:
     def __init__(self, name: str, processor: type[Processor], base: ProcessorConsumer) -> None:
         self.name, self.processor, self.base = name, processor, base
         self.topics = processor.consumes
-        self.keys = DeviceKeys(DEVICE_SECRET)
+        self.keys = FLOOR_KEYS
 
     def strategy(self) -> st.SearchStrategy[RecordCase]:
         return record_case(self.base.name, self.topics, len(self.base.snapshots))
@@ -319,7 +322,7 @@ class RunnerConsumer:
     def _floor_record(self, event: m.Event) -> Record:
         value = codec.encode(event)
         device = SIGNED_TOPICS.get(event.topic)
-        headers: Headers = (("signature", self.keys.sign(device(event.subject), value).encode()),) if device else ()
+        headers: Headers = (("signature", self.keys.header(device(event.subject), value)),) if device else ()
         return Record(event.topic, event.subject.encode(), value, headers)
 
     def run(self, case: RecordCase) -> tuple[list[str], tuple[str, str] | None]:

@@ -79,7 +79,8 @@ REQUIRED_ENV = {
     "lag-exporter": BASELINE,
     # The console signs sessions with its key (it refuses to start without), keeps its users in a
     # volume, listens on the host's side, and opens Alertmanager's webhook to its token only.
-    "console": BASELINE | {"CONSOLE_HOST", "CONSOLE_PORT", "CONSOLE_USERS_FILE", "CONSOLE_SECRET_KEY_FILE", "ALERTMANAGER_WEBHOOK_TOKEN_FILE"},
+    "console": BASELINE
+    | {"CONSOLE_HOST", "CONSOLE_PORT", "CONSOLE_USERS_FILE", "CONSOLE_SECRET_KEY_FILE", "ALERTMANAGER_WEBHOOK_TOKEN_FILE"},
     "kafka-init": {"KAFKA_BOOTSTRAP", "PARTITIONS", "EVIDENCE_RETENTION_DAYS", "DEADLETTER_RETENTION_DAYS"} | KAFKA_LOGIN,
     # Stores every principal's SCRAM credential: all their passwords.
     "kafka-access": {"KAFKA_BOOTSTRAP"} | KAFKA_LOGIN | {access.password_variable("kafka", p) + "_FILE" for p in access.KAFKA_PRINCIPALS},
