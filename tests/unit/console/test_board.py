@@ -3,12 +3,16 @@ shifts (Macau time)."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, time
+from datetime import UTC, datetime, time, timedelta
 
-from conftest import floor_events
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+from conftest import Room, floor_events
 from surveil.console.board import Board, shift_start
+from surveil.detect.alerts import checkpoint
 from surveil.events import codec
 from surveil.events import models as m
+from surveil.runtime.alert_keys import AlertSigner
 
 
 def action(alert: m.AlertRaised, what: str, n: int, user: str = "sam", **fields: str) -> m.AlertAction:
@@ -68,3 +72,13 @@ def test_shifts_start_at_their_macau_times() -> None:
     assert shift_start(datetime(2026, 11, 29, 16, 0, tzinfo=UTC), starts) == datetime(2026, 11, 29, 15, 0, tzinfo=UTC)
     # 14:59 UTC is 22:59 Macau: the 15:00 shift, begun 07:00 UTC.
     assert shift_start(datetime(2026, 11, 29, 14, 59, tzinfo=UTC), starts) == datetime(2026, 11, 29, 7, 0, tzinfo=UTC)
+
+
+def test_a_checkpoint_on_the_alerts_topic_changes_neither_the_list_nor_the_floors_clock(room: Room) -> None:
+    """Checkpoints travel with the alerts (for ``surveil verify``); the console reads the topic
+    whole, and a checkpoint's time is the detectors' clock, not the floor's."""
+    listed, latest, events = len(room.console.board.alerts), room.console.board.latest, room.console.collector.events
+    later = (latest or datetime.now(UTC)) + timedelta(days=30)
+    made = checkpoint({"T01": m.ChainHead(1, "ab" * 32)}, later, AlertSigner(Ed25519PrivateKey.generate()), 0, 6, 60)
+    room.console.deliver([made])
+    assert (len(room.console.board.alerts), room.console.board.latest, room.console.collector.events) == (listed, latest, events)
