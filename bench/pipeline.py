@@ -877,7 +877,7 @@ def compare_with_offline(
 ) -> dict[str, Any]:
     """Every table event, settlement and alert of the live run against the same floor recorded
     offline (``surveil simulate``'s path) and replayed through the detectors: each once, none missing."""
-    from surveil.detect.floor import Floor as Detectors
+    from surveil.detect.floor import FloorWatch as Detectors
     from surveil.embedded.record import record
     from surveil.sim.floor import Floor
 
