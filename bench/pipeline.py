@@ -472,7 +472,8 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
     play them; report through ``pipe``."""
     import surveil.sim.live as live_module
     import surveil.sim.table as table_module
-    from surveil.events.signing import DeviceKeys, KeyStore, console_device, shoe_device
+    from surveil.events.signing import DeviceKeys, console_device, shoe_device
+    from surveil.runtime.devices import KeyStore
     from surveil.runtime.kafka import Publisher
     from surveil.sim.floor import Floor
     from surveil.sim.table import TableInput, Truth

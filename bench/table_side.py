@@ -49,10 +49,11 @@ sys.path.insert(0, str(ROOT / "tests"))
 from support.processes import Launched, free_port, listening, stop
 from surveil.events import codec, topics
 from surveil.events import models as m
-from surveil.events.signing import DeviceKeys, KeyStore
+from surveil.events.signing import DeviceKeys
 from surveil.events.topics import ALL_TOPICS
 from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
 from surveil.runtime.config import Settings, kafka_client_config
+from surveil.runtime.devices import KeyStore
 from surveil.runtime.kafka import Publisher
 from surveil.runtime.topic_admin import create_topics, delete_topics
 from surveil.sim.floor import Floor

@@ -38,10 +38,11 @@ from support.processes import Launched, free_port, listening, stop
 from surveil.embedded.record import record
 from surveil.events import codec, topics
 from surveil.events import models as m
-from surveil.events.signing import DeviceKeys, KeyStore
+from surveil.events.signing import DeviceKeys
 from surveil.runtime.access import FLOOR_SIMULATOR, SETTLEMENT_SERVICE, PrefixAccess, redis_rules, set_redis_user
 from surveil.runtime.alert_keys import PRIVATE_FILE, PUBLIC_FILE, AlertVerifier, generate
 from surveil.runtime.config import Settings, kafka_client_config
+from surveil.runtime.devices import KeyStore
 from surveil.runtime.kafka import Publisher
 from surveil.runtime.state import MemoryBackend, RedisBackend
 from surveil.settlement.ledger import NAMESPACE as SETTLEMENT_NAMESPACE

@@ -17,8 +17,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from ..core.profiles import DEFAULT_PROFILE, profile_names
 from ..embedded.record import labels_path, record_to_files
 from ..events import models
-from ..events.signing import DeviceKeys, KeyStore, console_device, shoe_device
+from ..events.signing import DeviceKeys, console_device, shoe_device
 from ..runtime.config import Settings
+from ..runtime.devices import KeyStore
 from ..runtime.kafka import Publisher
 from ..shoe_reader.service import DEFAULT_PORT
 from ..sim.floor import Floor

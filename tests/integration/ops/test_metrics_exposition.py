@@ -30,11 +30,12 @@ from prometheus_client.parser import text_string_to_metric_families
 from support.processes import SURVEIL, Launched, free_port, stop
 from surveil.events import models as m
 from surveil.events import topics
-from surveil.events.signing import KeyStore, console_device, shoe_device
+from surveil.events.signing import console_device, shoe_device
 from surveil.events.topics import ALL_TOPICS
 from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
 from surveil.runtime.alert_keys import PRIVATE_FILE, generate
 from surveil.runtime.config import kafka_client_config
+from surveil.runtime.devices import KeyStore
 from surveil.runtime.lag_exporter import LagReader
 from surveil.runtime.topic_admin import create_topics, delete_topics
 from surveil.sim.floor import Floor, table_ids
