@@ -28,7 +28,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from surveil.core.findings import AlertCode
-from surveil.detect.floor import Floor as Detectors
+from surveil.detect.floor import FloorWatch as Detectors
 from surveil.embedded.record import record
 from surveil.events import models as m
 from surveil.sim.floor import Floor

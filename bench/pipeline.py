@@ -42,7 +42,7 @@ import multiprocessing
 import os
 import socket
 import statistics
-import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -60,6 +60,10 @@ import redis
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from support.processes import Launched, free_port, stop
 from surveil.core.findings import AlertCode
 from surveil.events import codec, topics
 from surveil.events import models as m
@@ -69,8 +73,6 @@ from surveil.runtime.alert_keys import PRIVATE_FILE, generate
 from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.topic_admin import create_topics, delete_topics, partitions_from_env
 
-ROOT = Path(__file__).resolve().parents[1]
-SURVEIL = ROOT / ".venv" / "bin" / "surveil"
 SERVICES = ("shoe-reader", "table-controller", "settlement", "anomaly-detection")
 CONSUMERS = ("table-controller", "settlement", "anomaly-detection")  # consumer groups, named after the service
 # What each group consumes (the facts are anomaly-detection's own internal topic).
@@ -91,12 +93,6 @@ LIVE_INJECTIONS = (
     AlertCode.RESULT_MISMATCH,
 )
 WARMUP_SECONDS = 60.0  # tables start over the first 50 s (shoe start, burn): not measured
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def load_average() -> tuple[float, float, float]:
@@ -139,7 +135,7 @@ class Pipeline:
     tag: str = field(default_factory=lambda: f"bench-pipeline-{uuid.uuid4().hex[:8]}")
     log_level: str = "INFO"  # faust and the runner log their partition assignments at INFO
     reader_port: int = field(default_factory=free_port)
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    processes: dict[str, Launched] = field(default_factory=dict)
     metrics_ports: dict[str, int] = field(default_factory=dict)
     access: PrefixAccess | None = None
 
@@ -187,8 +183,7 @@ class Pipeline:
             "FAUST_DATADIR": str(self.logs / f"faust-{name}"),
         }
         env = self.access.env(service, env)  # its own principal, with the ACLs of this prefix
-        log = (self.logs / f"{name}.log").open("wb")
-        self.processes[name] = subprocess.Popen([str(SURVEIL), "serve", service], env=env, stdout=log, stderr=subprocess.STDOUT)
+        self.processes[name] = Launched.serve(service, env, self.logs / f"{name}.log")
 
     def check_alive(self) -> None:
         dead = [name for name, process in self.processes.items() if process.poll() is not None]
@@ -240,15 +235,7 @@ class Pipeline:
         return owners
 
     def __exit__(self, *_: object) -> None:
-        for process in self.processes.values():
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes.values():
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop(*self.processes.values(), timeout=30)
         if self.access is not None:
             self.access.close()
         admin = KafkaAdminClient(**kafka_client_config(self.bootstrap), client_id=f"{self.tag}-cleanup")
@@ -485,7 +472,8 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
     play them; report through ``pipe``."""
     import surveil.sim.live as live_module
     import surveil.sim.table as table_module
-    from surveil.events.signing import DeviceKeys, KeyStore, console_device, shoe_device
+    from surveil.events.signing import DeviceKeys, console_device, shoe_device
+    from surveil.runtime.devices import KeyStore
     from surveil.runtime.kafka import Publisher
     from surveil.sim.floor import Floor
     from surveil.sim.table import TableInput, Truth
@@ -890,7 +878,7 @@ def compare_with_offline(
 ) -> dict[str, Any]:
     """Every table event, settlement and alert of the live run against the same floor recorded
     offline (``surveil simulate``'s path) and replayed through the detectors: each once, none missing."""
-    from surveil.detect.floor import Floor as Detectors
+    from surveil.detect.floor import FloorWatch as Detectors
     from surveil.embedded.record import record
     from surveil.sim.floor import Floor
 

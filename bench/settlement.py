@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,6 +34,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from support.processes import Launched, stop
 from surveil.core.money import Spot
 from surveil.events import codec, topics
 from surveil.events import models as m
@@ -101,7 +101,7 @@ def live(events: list[m.Event], bootstrap: str, redis_url: str, instances: int) 
     names = [topic_prefix + name for name in topics.ALL_TOPICS]
     topic_admin.create_topics(bootstrap, names)
     client = redis.Redis.from_url(redis_url)
-    services: list[subprocess.Popen[bytes]] = []
+    services: list[Launched] = []
     access = PrefixAccess(bootstrap, redis_url, topic_prefix, redis_prefix)  # the service as its own principal
     try:
         producer = KafkaProducer(**kafka_client_config(bootstrap), acks="all", enable_idempotence=True, linger_ms=20, batch_size=256 * 1024)
@@ -126,11 +126,7 @@ def live(events: list[m.Event], bootstrap: str, redis_url: str, instances: int) 
                 "LOG_LEVEL": "WARNING",
             }
             env = access.env("settlement", env)
-            services.append(
-                subprocess.Popen(
-                    [str(ROOT / ".venv" / "bin" / "surveil"), "serve", "settlement"], env=env, stdout=log, stderr=subprocess.STDOUT
-                )
-            )
+            services.append(Launched.serve("settlement", env, Path(log.name), append=True))
 
         def check_alive() -> None:
             if any(service.poll() is not None for service in services):
@@ -156,10 +152,7 @@ def live(events: list[m.Event], bootstrap: str, redis_url: str, instances: int) 
             assert not differences, differences[:5]
         return elapsed, cpu
     finally:
-        for service in services:
-            service.terminate()
-        for service in services:
-            service.wait(30)
+        stop(*services, timeout=30)
         access.close()
         doomed = list(client.scan_iter(match=redis_prefix + "*", count=1000))
         for first in range(0, len(doomed), 500):

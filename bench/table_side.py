@@ -30,8 +30,7 @@ import asyncio
 import dataclasses
 import math
 import os
-import socket
-import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -44,27 +43,24 @@ from typing import Any
 import redis
 from kafka import KafkaConsumer, TopicPartition
 
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from support.processes import Launched, free_port, listening, stop
 from surveil.events import codec, topics
 from surveil.events import models as m
-from surveil.events.signing import DeviceKeys, KeyStore
+from surveil.events.signing import DeviceKeys
 from surveil.events.topics import ALL_TOPICS
 from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
 from surveil.runtime.config import Settings, kafka_client_config
+from surveil.runtime.devices import KeyStore
 from surveil.runtime.kafka import Publisher
 from surveil.runtime.topic_admin import create_topics, delete_topics
 from surveil.sim.floor import Floor
 from surveil.sim.live import LiveRun, ShoeGateway, play_live
 from surveil.sim.table import ROUND_SECONDS, START, TableInput
 
-ROOT = Path(__file__).resolve().parents[1]
-SURVEIL = ROOT / ".venv" / "bin" / "surveil"
 SUSTAINED_P99_SECONDS = 5.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Issuing:
@@ -87,7 +83,7 @@ class Deployment:
     reader_port: int = field(default_factory=free_port)
     logs: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="bench-table-side-")))
     controllers: int = 1  # table-controller instances: one consumer group, the tables' partitions split among them
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    processes: dict[str, Launched] = field(default_factory=dict)
     access: PrefixAccess | None = None  # each service as its own principal (docs/security.md)
 
     @property
@@ -117,27 +113,14 @@ class Deployment:
                 "DEVICE_KEYS": str(self.logs / "device-keys"),
             }
             env = self.access.env(service, env)
-            log = (self.logs / f"{name}.log").open("wb")
-            self.processes[name] = subprocess.Popen([str(SURVEIL), "serve", service], env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", self.reader_port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+            self.processes[name] = Launched.serve(service, env, self.logs / f"{name}.log")
+        self.processes["shoe-reader"].wait_ready(
+            listening(self.reader_port), "the shoe-reader", f"does not listen; logs in {self.logs}", pause=0.2
+        )
         return self
 
     def __exit__(self, *_: object) -> None:
-        for process in self.processes.values():
-            process.terminate()
-        for process in self.processes.values():
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
+        stop(*self.processes.values(), timeout=30)
         if self.access is not None:
             self.access.close()
         delete_topics(self.bootstrap, [self.prefix + t for t in ALL_TOPICS])

@@ -26,10 +26,9 @@ from .analysis import report
 from .analysis.replay import ReplayResult
 from .core.findings import AlertCode
 from .core.profiles import DEFAULT_PROFILE, profile_names
-from .detect.floor import Floor as Detectors
+from .detect.floor import FloorWatch
 from .embedded.record import record
-from .events import codec
-from .events import models as m
+from .events import codec, models
 from .sim.floor import Floor
 from .sim.injections import parse_codes
 
@@ -54,26 +53,26 @@ class FloorView:
     """What the live view shows, updated event by event."""
 
     tables: dict[str, TableView] = field(default_factory=dict)
-    alerts: deque[m.AlertRaised] = field(default_factory=lambda: deque(maxlen=12))
+    alerts: deque[models.AlertRaised] = field(default_factory=lambda: deque(maxlen=12))
     by_severity: Counter[str] = field(default_factory=Counter)
     events: int = 0
     clock: str = ""
 
-    def see(self, event: m.Event) -> None:
+    def see(self, event: models.Event) -> None:
         self.events += 1
         self.clock = event.time.strftime("%H:%M:%S")
         view = self.tables.setdefault(event.subject, TableView())
         d = event.data  # type: ignore[attr-defined]
-        if isinstance(d, m.RoundOpenedData):
+        if isinstance(d, models.RoundOpenedData):
             view.shoe, view.round_no, view.dealer = d.shoe_id, d.round_no, d.dealer_id
-        elif isinstance(d, m.RoundCompletedData):
+        elif isinstance(d, models.RoundCompletedData):
             view.rounds += 1
             pairs = "".join(name for name, on in (("+PP", d.player_pair), ("+BP", d.banker_pair)) if on)
             view.last = f"{OUTCOME_LETTER[d.outcome]} {d.player_total}-{d.banker_total}{pairs}"
-        elif isinstance(d, m.RoundSettledData):
+        elif isinstance(d, models.RoundSettledData):
             view.house_net += d.house_net
 
-    def alert(self, alert: m.AlertRaised) -> None:
+    def alert(self, alert: models.AlertRaised) -> None:
         self.alerts.appendleft(alert)
         self.by_severity[alert.data.severity] += 1
         self.tables.setdefault(alert.subject, TableView()).alerts += 1
@@ -111,7 +110,7 @@ def demo_command(tables: int, shoes: int, seed: int, profile: str, inject_text: 
     out_dir.mkdir(parents=True, exist_ok=True)
     log_path, alerts_path = out_dir / "floor.jsonl.gz", out_dir / "alerts.jsonl"
     floor = Floor(tables, shoes, seed, profile, parse_codes(inject_text))
-    detectors = Detectors()
+    detectors = FloorWatch()
     view = FloorView()
     result = ReplayResult()
     console = Console()
@@ -121,7 +120,7 @@ def demo_command(tables: int, shoes: int, seed: int, profile: str, inject_text: 
 
     with gzip.open(log_path, "wb") as log, open(alerts_path, "wb") as alerts_file, Live(console=console, auto_refresh=False) as live:
 
-        def on_event(event: m.Event) -> None:
+        def on_event(event: models.Event) -> None:
             nonlocal first_time, last_refresh
             log.write(codec.encode(event) + b"\n")
             result.events += 1
@@ -139,7 +138,7 @@ def demo_command(tables: int, shoes: int, seed: int, profile: str, inject_text: 
                 last_refresh = time.perf_counter()
                 live.update(view.render(), refresh=True)
 
-        def emit(alert: m.AlertRaised) -> None:
+        def emit(alert: models.AlertRaised) -> None:
             result.alerts.append(alert)
             alerts_file.write(codec.encode(alert) + b"\n")
             view.alert(alert)

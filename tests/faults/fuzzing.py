@@ -20,7 +20,7 @@ events again. Each fuzzed record is one *case*. A case passes when:
 The consumers, as the services run them: the table-controller on ``baccarat.shoe`` and on
 ``baccarat.inputs`` and settlement on ``baccarat.table`` (their processors on an
 ``InProcessBus``, each record decoded as ``KafkaRunner`` decodes it), the detectors
-(``surveil.detect.floor.Floor``) on each of the three streams they watch (each table's state
+(``surveil.detect.floor.FloorWatch``) on each of the three streams they watch (each table's state
 stored between events as the faust app stores it), and the shoe-reader's line parser and its
 ``LineHandler``.
 """
@@ -49,7 +49,7 @@ from surveil.core.cards import CARDS
 from surveil.core.money import BetResult, Spot
 from surveil.core.play import Outcome
 from surveil.detect import patterns
-from surveil.detect.floor import Floor as Detectors
+from surveil.detect.floor import FloorWatch as Detectors
 from surveil.detect.watch import TableState, TableWatch
 from surveil.embedded.record import record
 from surveil.events import codec, deadletter, topics
@@ -660,7 +660,7 @@ _encode = msgspec.msgpack.Encoder().encode
 
 
 class DetectorConsumer:
-    """The detectors (``surveil.detect.floor.Floor``) fed the floor's shoe, table and settlement
+    """The detectors (``surveil.detect.floor.FloorWatch``) fed the floor's shoe, table and settlement
     events, fuzzed records arriving on ``topic``; after each event the table's state is stored
     and read back as the faust app keeps it (msgpack), and at the end the input ends (``flush``).
     Undecodable records, and events of another topic, are the app's dead letters."""

@@ -19,8 +19,6 @@ import dataclasses
 import json
 import os
 import signal
-import socket
-import subprocess
 import threading
 import time
 import urllib.request
@@ -36,13 +34,15 @@ from jsonschema import Draft202012Validator
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from support.processes import Launched, free_port, listening, stop
 from surveil.embedded.record import record
 from surveil.events import codec, topics
 from surveil.events import models as m
-from surveil.events.signing import DeviceKeys, KeyStore
+from surveil.events.signing import DeviceKeys
 from surveil.runtime.access import FLOOR_SIMULATOR, SETTLEMENT_SERVICE, PrefixAccess, redis_rules, set_redis_user
 from surveil.runtime.alert_keys import PRIVATE_FILE, PUBLIC_FILE, AlertVerifier, generate
 from surveil.runtime.config import Settings, kafka_client_config
+from surveil.runtime.devices import KeyStore
 from surveil.runtime.kafka import Publisher
 from surveil.runtime.state import MemoryBackend, RedisBackend
 from surveil.settlement.ledger import NAMESPACE as SETTLEMENT_NAMESPACE
@@ -52,7 +52,6 @@ from surveil.sim.floor import Floor
 from surveil.sim.live import LiveRun, ShoeGateway, play_live
 
 ROOT = Path(__file__).resolve().parents[2]
-SURVEIL = ROOT / ".venv" / "bin" / "surveil"
 SCHEMAS = ROOT / "schemas"
 SERVICES = ("shoe-reader", "table-controller", "settlement", "anomaly-detection")
 # What each consuming service reads: its consumer group is <prefix><service> (faust's app id for
@@ -76,12 +75,6 @@ class Provisioned:
         return self.store.get(device) or self.store.issue(device)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @cache
 def validator(type_name: str) -> Draft202012Validator:
     schema = json.loads((SCHEMAS / f"{type_name}.json").read_text(encoding="utf-8"))
@@ -100,7 +93,7 @@ class Deployment:
     env: dict[str, str] = field(default_factory=dict)  # more environment for every service
     reader_port: int = field(default_factory=free_port)
     metrics_ports: dict[str, int] = field(default_factory=lambda: {name: free_port() for name in SERVICES})
-    processes: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
+    processes: dict[str, Launched] = field(default_factory=dict)
     starts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SERVICES, 0))
     stopped: set[int] = field(default_factory=set)  # pids the test killed or stopped itself
 
@@ -144,16 +137,15 @@ class Deployment:
             env["ALERT_SIGNING_KEY"] = str(self.alert_keys / PRIVATE_FILE)
         return env if self.access is None else self.access.env(service, env)
 
-    def start(self, service: str) -> subprocess.Popen[bytes]:
+    def start(self, service: str) -> Launched:
         assert service in SERVICES, service
         running = self.processes.get(service)
         assert running is None or running.poll() is not None, f"{service} is running"
         self.starts[service] += 1
-        log = (self.logs / f"{service}-{self.starts[service]}.log").open("wb")
-        process = subprocess.Popen([str(SURVEIL), "serve", service], env=self.service_env(service), stdout=log, stderr=subprocess.STDOUT)
+        process = Launched.serve(service, self.service_env(service), self.logs / f"{service}-{self.starts[service]}.log")
         self.processes[service] = process
         if service == "shoe-reader":
-            self._wait_for_port(service)
+            process.wait_ready(listening(self.reader_port), service, f"does not listen on {self.reader_port}", logs=self.log_text)
         return process
 
     def start_all(self, services: Iterable[str] = SERVICES) -> None:
@@ -178,12 +170,7 @@ class Deployment:
         process = self.processes.get(service)
         if process is not None and process.poll() is None:
             self.stopped.add(process.pid)
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            stop(process)
 
     def stop_all(self) -> None:
         for service in list(self.processes):
@@ -204,18 +191,6 @@ class Deployment:
     def log_tail(self, service: str = SETTLEMENT_SERVICE, lines: int = 30) -> str:
         path = self.logs / f"{service}-{self.starts[service]}.log"
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else ""
-
-    def _wait_for_port(self, service: str, timeout: float = 60) -> None:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.processes[service].poll() is not None:
-                raise RuntimeError(f"{service} exited:\n{self.log_text()}")
-            try:
-                socket.create_connection(("127.0.0.1", self.reader_port), timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.1)
-        raise TimeoutError(f"{service} does not listen on {self.reader_port}:\n{self.log_text()}")
 
     def restore_redis_users(self) -> None:
         """Make the test's Redis users again, with the passwords the services were started with:

@@ -2,7 +2,7 @@
 for the pages that quote them.
 
 The text ships with the package (``analysis/rules/articles.md``, a copy of that section), so an
-installed console quotes what the repository's docs say; ``tests/unit/report/test_articles.py``
+installed console quotes what the repository's docs say; ``tests/unit/analysis/test_articles.py``
 fails when the two differ, and ``python -m surveil.analysis.articles docs/rules.md`` copies the
 section again.
 """

@@ -50,7 +50,7 @@ from ..core.shoe import CARDS_PER_DECK
 from ..core.table import Bet, HandCard, Round, decided_bets
 from ..detect import patterns
 from ..detect.watch import DEALER_CODES, RECENT_ROUNDS
-from ..events import models as m
+from ..events import models
 from .replay import ReplayResult
 
 ROUND_WINDOW = 4 * RECENT_ROUNDS  # the detectors forget a round at the latest after this many
@@ -179,8 +179,8 @@ class RoundTrail:
     history: dict[str, list[tuple[datetime, str, str, int, bool]]] = field(
         default_factory=dict
     )  # bet id -> time, action, spot, amount, late
-    settlements: list[tuple[datetime, str, m.BetSettledData]] = field(default_factory=list)  # time, event id, data
-    round_settled: list[m.RoundSettledData] = field(default_factory=list)
+    settlements: list[tuple[datetime, str, models.BetSettledData]] = field(default_factory=list)  # time, event id, data
+    round_settled: list[models.RoundSettledData] = field(default_factory=list)
     pinned: bool = False
 
     @property
@@ -280,7 +280,7 @@ class DealerRecord:
 class Incident:
     """One alert and what it needs from the log."""
 
-    alert: m.AlertRaised
+    alert: models.AlertRaised
     order: int  # in the order raised
     evidence: dict[str, Any]  # as it was when raised (a detector may keep changing what it handed over)
     round: RoundTrail | None = None
@@ -291,7 +291,7 @@ class Incident:
     dealer: DealerRecord | None = None  # DEALER_ERROR_RATE: the record when the chart signalled
 
     @property
-    def data(self) -> m.AlertRaisedData:
+    def data(self) -> models.AlertRaisedData:
         return self.alert.data
 
     @property
@@ -335,7 +335,7 @@ class IncidentCollector:
             record = self.dealers[dealer_id] = DealerRecord()
         return record
 
-    def event(self, event: m.Event) -> None:
+    def event(self, event: models.Event) -> None:
         self.events += 1
         time = event.time
         if self.last_time is None:
@@ -348,28 +348,28 @@ class IncidentCollector:
         if handler is not None:
             handler(self, event)
 
-    def _shoe_started(self, event: m.ShoeStarted) -> None:
+    def _shoe_started(self, event: models.ShoeStarted) -> None:
         d = event.data
         shoe = self.table(d.table_id).shoe(d.shoe_id)
         if shoe.started_at is None:
             shoe.decks, shoe.automatic, shoe.started_at = d.decks, d.automatic, event.time
 
-    def _card_read(self, event: m.CardRead) -> None:
+    def _card_read(self, event: models.CardRead) -> None:
         d = event.data
         self.table(d.table_id).shoe(d.shoe_id).read(d.index, d.card, d.face_up)
 
-    def _cut_card(self, event: m.CutCardReached) -> None:
+    def _cut_card(self, event: models.CutCardReached) -> None:
         d = event.data
         shoe = self.table(d.table_id).shoe(d.shoe_id)
         if shoe.cut_index is None:
             shoe.cut_index = d.index
 
-    def _shoe_ended(self, event: m.ShoeEnded) -> None:
+    def _shoe_ended(self, event: models.ShoeEnded) -> None:
         d = event.data
         shoe = self.table(d.table_id).shoe(d.shoe_id)
         shoe.ended_at, shoe.cards_out = event.time, d.cards_out
 
-    def _round_opened(self, event: m.RoundOpened) -> None:
+    def _round_opened(self, event: models.RoundOpened) -> None:
         d = event.data
         table = self.table(d.table_id)
         if table.round(d.round_id) is not None:
@@ -391,14 +391,14 @@ class IncidentCollector:
         tables = self.dealer(d.dealer_id).tables
         tables[d.table_id] = tables.get(d.table_id, 0) + 1
 
-    def _bet(self, event: m.BetPlaced | m.BetChanged | m.BetWithdrawn) -> None:
+    def _bet(self, event: models.BetPlaced | models.BetChanged | models.BetWithdrawn) -> None:
         d = event.data
         rnd = self.table(d.table_id).round(d.round_id)
         if rnd is None:
             return
         played = rnd.round
         late = rnd.closed_at is not None or played.ended
-        if isinstance(d, m.BetPlacedData):
+        if isinstance(d, models.BetPlacedData):
             if d.bet_id not in played.bets:
                 played.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount)
                 rnd.history[d.bet_id] = [(event.time, "placed", str(d.spot), d.amount, late)]
@@ -406,19 +406,19 @@ class IncidentCollector:
         bet = played.bets.get(d.bet_id)
         if bet is None:
             return
-        if isinstance(d, m.BetChangedData):
+        if isinstance(d, models.BetChangedData):
             bet.spot, bet.amount = d.spot, d.amount
             rnd.history[d.bet_id].append((event.time, "changed", str(d.spot), d.amount, late))
         else:
             bet.withdrawn = True
             rnd.history[d.bet_id].append((event.time, "withdrawn", str(bet.spot), bet.amount, late))
 
-    def _bets_closed(self, event: m.BetsClosed) -> None:
+    def _bets_closed(self, event: models.BetsClosed) -> None:
         rnd = self.table(event.data.table_id).round(event.data.round_id)
         if rnd is not None and rnd.closed_at is None:
             rnd.closed_at = event.time
 
-    def _cards_burned(self, event: m.CardsBurned) -> None:
+    def _cards_burned(self, event: models.CardsBurned) -> None:
         d = event.data
         table = self.table(d.table_id)
         shoe = table.shoe(d.shoe_id)
@@ -431,7 +431,7 @@ class IncidentCollector:
             if rnd is not None:
                 rnd.burns.extend(d.indices)
 
-    def _round_completed(self, event: m.RoundCompleted) -> None:
+    def _round_completed(self, event: models.RoundCompleted) -> None:
         d = event.data
         table = self.table(d.table_id)
         rnd = table.round(d.round_id)
@@ -475,24 +475,24 @@ class IncidentCollector:
             if len(strip) > STRIP_LENGTH:
                 del strip[0]
 
-    def _round_voided(self, event: m.RoundVoided) -> None:
+    def _round_voided(self, event: models.RoundVoided) -> None:
         rnd = self.table(event.data.table_id).round(event.data.round_id)
         if rnd is not None and not rnd.round.ended:
             rnd.round.voided, rnd.round.void_reason = True, event.data.reason
 
-    def _bet_settled(self, event: m.BetSettled) -> None:
+    def _bet_settled(self, event: models.BetSettled) -> None:
         rnd = self.table(event.data.table_id).round(event.data.round_id)
         if rnd is not None:
             rnd.settlements.append((event.time, event.id, event.data))
 
-    def _round_settled(self, event: m.RoundSettled) -> None:
+    def _round_settled(self, event: models.RoundSettled) -> None:
         rnd = self.table(event.data.table_id).round(event.data.round_id)
         if rnd is not None:
             rnd.round_settled.append(event.data)
 
     # ---- the alerts ------------------------------------------------------------------------
 
-    def alert(self, alert: m.AlertRaised) -> None:
+    def alert(self, alert: models.AlertRaised) -> None:
         """Keep what ``alert`` needs: pin its round and shoe, snapshot the records it judges."""
         d = alert.data
         table = self.table(d.table_id)
@@ -563,21 +563,21 @@ class IncidentCollector:
         return report_html(self, result, log_sha256)
 
 
-_HANDLERS: dict[type[m.Event], Any] = {
-    m.ShoeStarted: IncidentCollector._shoe_started,
-    m.CardRead: IncidentCollector._card_read,
-    m.CutCardReached: IncidentCollector._cut_card,
-    m.ShoeEnded: IncidentCollector._shoe_ended,
-    m.RoundOpened: IncidentCollector._round_opened,
-    m.BetPlaced: IncidentCollector._bet,
-    m.BetChanged: IncidentCollector._bet,
-    m.BetWithdrawn: IncidentCollector._bet,
-    m.BetsClosed: IncidentCollector._bets_closed,
-    m.CardsBurned: IncidentCollector._cards_burned,
-    m.RoundCompleted: IncidentCollector._round_completed,
-    m.RoundVoided: IncidentCollector._round_voided,
-    m.BetSettled: IncidentCollector._bet_settled,
-    m.RoundSettled: IncidentCollector._round_settled,
+_HANDLERS: dict[type[models.Event], Any] = {
+    models.ShoeStarted: IncidentCollector._shoe_started,
+    models.CardRead: IncidentCollector._card_read,
+    models.CutCardReached: IncidentCollector._cut_card,
+    models.ShoeEnded: IncidentCollector._shoe_ended,
+    models.RoundOpened: IncidentCollector._round_opened,
+    models.BetPlaced: IncidentCollector._bet,
+    models.BetChanged: IncidentCollector._bet,
+    models.BetWithdrawn: IncidentCollector._bet,
+    models.BetsClosed: IncidentCollector._bets_closed,
+    models.CardsBurned: IncidentCollector._cards_burned,
+    models.RoundCompleted: IncidentCollector._round_completed,
+    models.RoundVoided: IncidentCollector._round_voided,
+    models.BetSettled: IncidentCollector._bet_settled,
+    models.RoundSettled: IncidentCollector._round_settled,
 }
 
 

@@ -31,7 +31,7 @@ from ..core.procedure import CUT_CARD_MIN_BEHIND
 from ..core.shoe import CARDS_PER_DECK
 from ..core.table import Round
 from ..detect import patterns
-from ..events import models as m
+from ..events import models
 from . import articles
 from .incident import (
     BANKER,
@@ -428,7 +428,7 @@ class Renderer:
                 for bet in played.active_bets()
             )
         )
-        settlements: dict[str, list[tuple[datetime, str, m.BetSettledData]]] = {}
+        settlements: dict[str, list[tuple[datetime, str, models.BetSettledData]]] = {}
         for item in rnd.settlements:
             settlements.setdefault(item[2].bet_id, []).append(item)
         bet_ids = list(played.bets) + [b for b in settlements if b not in played.bets]

@@ -8,7 +8,7 @@ Tables are independent until their findings meet the cross-table charts (patrons
 move between tables), so a replay splits like the live service does: each table's watch runs in
 one of ``workers`` processes (a ``Shard``). This process deals each line to its table's shard
 (``Router``), then puts their findings back in the log's order and judges them
-(``Floor.judge``). Any number of workers raises the same alerts, in the same order, with the same
+(``FloorWatch.judge``). Any number of workers raises the same alerts, in the same order, with the same
 chain.
 """
 
@@ -31,7 +31,7 @@ from typing import Any, Protocol
 import msgspec
 
 from ..detect.alerts import Signer, checkpoint
-from ..detect.floor import Floor
+from ..detect.floor import FloorWatch
 from ..detect.watch import Fact, Raised
 from ..events import codec, topics
 from ..events.models import AlertCheckpoint, AlertRaised, Event
@@ -133,7 +133,7 @@ class Shard:
     """The watches of one share of the tables: numbered lines in, what their tables found out."""
 
     def __init__(self, profile: str | None) -> None:
-        self.floor = Floor(profile_override=profile)  # for its table watches; this shard judges nothing
+        self.floor = FloorWatch(profile_override=profile)  # for its table watches; this shard judges nothing
         self.first_lines: dict[str, int] = {}
         self.bad_lines: list[BadLine] = []
         self.by_class: dict[type[Event], int] = {}  # counted by class, named at the end: cheaper per event
@@ -263,7 +263,7 @@ def replay(
     it raised, as a single-process replay would call it. With ``signer`` (the detectors' key) the
     alerts are signed, and a checkpoint of every table closes them."""
     result = ReplayResult()
-    judge = Floor(profile_override=profile, signer=signer)
+    judge = FloorWatch(profile_override=profile, signer=signer)
 
     def emit(found: Iterable[Found]) -> None:
         for _, raised, facts in found:

@@ -100,8 +100,8 @@ class Outbox(msgspec.Struct):
         return [o for o in self.outputs if o.source == source]
 
 
-class Watched(msgspec.Struct):
-    """What the ``table-watch`` table keeps per table."""
+class TableValue(msgspec.Struct):
+    """The ``table-watch`` table's value per table (MessagePack; its field names are the encoding)."""
 
     state: TableState
     outbox: Outbox = msgspec.field(default_factory=Outbox)
@@ -109,20 +109,20 @@ class Watched(msgspec.Struct):
     count: int = 0  # the table's alerts so far
 
 
-class Head(msgspec.Struct):
-    """The part of a ``Watched`` value a checkpoint needs: decoded without the rest."""
+class TableHead(msgspec.Struct):
+    """The part of a ``TableValue`` a checkpoint needs: decoded without the rest."""
 
     chain: str = ""
     count: int = 0
 
 
-class Applied(msgspec.Struct):
-    """The part of a ``Watched`` value that says how far the table got: decoded without its state."""
+class TableProgress(msgspec.Struct):
+    """The part of a ``TableValue`` that says how far the table got: decoded without its state."""
 
     outbox: Outbox = msgspec.field(default_factory=Outbox)
 
 
-class Charted(msgspec.Struct):
+class ChartValue(msgspec.Struct):
     """What the ``pattern-charts`` table keeps per patron or dealer."""
 
     chart: patterns.Cusum
@@ -180,24 +180,24 @@ HEADERS = {
 watch_table = app.Table("table-watch", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
 chart_table = app.Table("pattern-charts", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
 
-_watched = msgspec.msgpack.Decoder(Watched)
-_applied = msgspec.msgpack.Decoder(Applied)
-_head = msgspec.msgpack.Decoder(Head)
+_table_value = msgspec.msgpack.Decoder(TableValue)
+_table_progress = msgspec.msgpack.Decoder(TableProgress)
+_table_head = msgspec.msgpack.Decoder(TableHead)
 # The tables and charts changed since the last commit, written by ``_write_changed``.
-_changed: dict[bytes, Watched] = {}
-_changed_charts: dict[bytes, Charted] = {}
-# The Watched this worker last wrote per table, with the value it wrote: decoding a table's value
+_changed: dict[bytes, TableValue] = {}
+_changed_charts: dict[bytes, ChartValue] = {}
+# The TableValue this worker last wrote per table, with the value it wrote: decoding a table's value
 # (its shoes, recent rounds and outbox: tens of KB by mid-shoe) was the largest cost of an event,
 # and the value read back is, but for a restore or a rebalance, the one this worker wrote. At most
 # WATCH_CACHE_TABLES tables (least recently used out): a few hundred KB each as Python objects.
 WATCH_CACHE_TABLES = int(os.environ.get("WATCH_CACHE_TABLES", "2000"))
-_written: OrderedDict[bytes, tuple[bytes, Watched]] = OrderedDict()
-_charted = msgspec.msgpack.Decoder(Charted)
+_written: OrderedDict[bytes, tuple[bytes, TableValue]] = OrderedDict()
+_chart_value = msgspec.msgpack.Decoder(ChartValue)
 _facts = msgspec.msgpack.Decoder(PatronBet | DealerRound)
 _encode = msgspec.msgpack.Encoder().encode
 
 
-def _alert_outputs(source: str, alerts: list[AlertRaised], watched: Watched) -> list[Output]:
+def _alert_outputs(source: str, alerts: list[AlertRaised], watched: TableValue) -> list[Output]:
     """The table's alerts, linked into its chain, as outputs."""
     outputs, topic = [], source.rpartition(":")[0]
     for alert in alerts:
@@ -321,7 +321,7 @@ def _unapplied_offsets(assigned: Set[TP]) -> dict[TP, int]:
     after: dict[TP, int] = {}
     for key, value in watch_table.data.items():
         partition = partition_for(key, settings.partitions)
-        for topic, offset in _applied.decode(value).outbox.applied.items():
+        for topic, offset in _table_progress.decode(value).outbox.applied.items():
             tp = wanted.get((topic, partition))
             if tp is not None:
                 after[tp] = max(after.get(tp, 0), offset + 1)
@@ -331,8 +331,8 @@ def _unapplied_offsets(assigned: Set[TP]) -> dict[TP, int]:
 app.unapplied_offsets = _unapplied_offsets
 
 
-def _watch_of(key: bytes, table_id: str) -> Watched:
-    """The table's ``Watched``: changed since the last commit, or the object this worker encoded
+def _watch_of(key: bytes, table_id: str) -> TableValue:
+    """The table's ``TableValue``: changed since the last commit, or the object this worker encoded
     into the table's value if the value is still that one (the same bytes object), else decoded
     from the value."""
     changed = _changed.get(key)
@@ -342,16 +342,16 @@ def _watch_of(key: bytes, table_id: str) -> Watched:
     stored = watch_table.get(key)
     if cached is not None and stored is cached[0]:
         return cached[1]
-    return _watched.decode(stored) if stored else Watched(TableState(table_id))
+    return _table_value.decode(stored) if stored else TableValue(TableState(table_id))
 
 
-def _chart_of(key: bytes) -> Charted:
-    """The patron's or dealer's ``Charted``: changed since the last commit, else decoded."""
+def _chart_of(key: bytes) -> ChartValue:
+    """The patron's or dealer's ``ChartValue``: changed since the last commit, else decoded."""
     changed = _changed_charts.get(key)
     if changed is not None:
         return changed
     stored = chart_table.get(key)
-    return _charted.decode(stored) if stored else Charted(patterns.Cusum())
+    return _chart_value.decode(stored) if stored else ChartValue(patterns.Cusum())
 
 
 @contextmanager
@@ -470,7 +470,7 @@ def _head_of(key: bytes) -> tuple[int, str]:
         cached, stored = _written.get(key), watch_table.data.get(key)
         watched = cached[1] if cached is not None and stored is cached[0] else None
         if watched is None:
-            head = _head.decode(stored) if stored else Head()
+            head = _table_head.decode(stored) if stored else TableHead()
             return head.count, head.chain
     return watched.count, watched.chain
 

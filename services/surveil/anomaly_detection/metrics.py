@@ -7,8 +7,7 @@ from prometheus_client import Counter, Gauge, Histogram
 from ..core.findings import SEVERITY, severities
 from ..core.play import Outcome
 from ..detect.watch import TableState
-from ..events import models as m
-from ..events import topics
+from ..events import models, topics
 from ..runtime.metrics import DEAD_LETTERS
 
 __all__ = [
@@ -44,7 +43,7 @@ for _code in SEVERITY:
 TABLE_ALERTS = Counter("surveil_table_alerts_total", "Alerts raised at a table, by rule and severity.", ["table", "rule", "severity"])
 
 
-def alert_raised(alert: m.AlertRaised) -> None:
+def alert_raised(alert: models.AlertRaised) -> None:
     d = alert.data
     ALERTS.labels(d.rule, d.severity).inc()
     TABLE_ALERTS.labels(alert.subject, d.rule, d.severity).inc()
@@ -96,10 +95,10 @@ TABLE_SHOE_IN_PLAY = Gauge(
     ["table"],
 )
 
-_SHOE_EVENTS = (m.ShoeStarted, m.CardRead, m.CutCardReached, m.ShoeEnded)
+_SHOE_EVENTS = (models.ShoeStarted, models.CardRead, models.CutCardReached, models.ShoeEnded)
 
 
-def table_event(event: m.Event, state: TableState) -> None:
+def table_event(event: models.Event, state: TableState) -> None:
     """The per-table metrics, once ``event`` was applied to its table's ``state`` (each event once:
     a redelivered event does not come here)."""
     table = state.table_id
@@ -111,12 +110,12 @@ def table_event(event: m.Event, state: TableState) -> None:
     if isinstance(event, _SHOE_EVENTS):
         shoe_id = event.data.shoe_id
         shoe = state.shoes.get(shoe_id)
-        ended = isinstance(event, m.ShoeEnded) or shoe_id in state.finished_shoes or (shoe is not None and shoe.shoe.ended)
+        ended = isinstance(event, models.ShoeEnded) or shoe_id in state.finished_shoes or (shoe is not None and shoe.shoe.ended)
         TABLE_SHOE_IN_PLAY.labels(table).set(0 if ended else 1)
-    elif isinstance(event, m.RoundOpened):  # the round's series from 0, before its first outcome
+    elif isinstance(event, models.RoundOpened):  # the round's series from 0, before its first outcome
         for outcome in Outcome:
             ROUND_OUTCOMES.labels(table, event.data.dealer_id, outcome.value)
-    elif isinstance(event, m.RoundCompleted):
+    elif isinstance(event, models.RoundCompleted):
         watched = state.rounds.get(event.data.round_id)
         played = watched.round if watched is not None else None
         if played is None or not played.demo:

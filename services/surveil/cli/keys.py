@@ -13,8 +13,9 @@ from pathlib import Path
 
 import click
 
-from ..events.signing import RELOAD_SECONDS, STORE_ENV, KeyStore, check_device
+from ..events.signing import check_device
 from ..runtime.alert_keys import PRIVATE_FILE, PUBLIC_FILE, generate
+from ..runtime.devices import RELOAD_SECONDS, STORE_ENV, KeyStore
 
 
 def _store(store: Path | None) -> KeyStore:

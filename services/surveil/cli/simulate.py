@@ -16,9 +16,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from ..core.profiles import DEFAULT_PROFILE, profile_names
 from ..embedded.record import labels_path, record_to_files
-from ..events import models as m
-from ..events.signing import DeviceKeys, KeyStore, console_device, shoe_device
+from ..events import models
+from ..events.signing import DeviceKeys, console_device, shoe_device
 from ..runtime.config import Settings
+from ..runtime.devices import KeyStore
 from ..runtime.kafka import Publisher
 from ..shoe_reader.service import DEFAULT_PORT
 from ..sim.floor import Floor
@@ -116,8 +117,8 @@ def _offline(floor: Floor, out: Path, total_shoes: int, err: Console) -> None:
     with _progress(err) as progress:
         task = progress.add_task("shoes played", total=total_shoes)
 
-        def on_event(event: m.Event) -> None:
-            if isinstance(event, m.ShoeEnded):
+        def on_event(event: models.Event) -> None:
+            if isinstance(event, models.ShoeEnded):
                 progress.advance(task)
 
         recording = record_to_files(floor, out, on_event)

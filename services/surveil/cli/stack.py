@@ -20,10 +20,11 @@ from pathlib import Path
 
 import click
 
-from ..events.signing import KeyStore, console_device, shoe_device
+from ..events.signing import console_device, shoe_device
 from ..runtime.access import ANOMALY_DETECTION, CONSOLE, FLOOR_SIMULATOR, service_env
 from ..runtime.alert_keys import PRIVATE_FILE, generate
 from ..runtime.config import DEFAULT_METRICS_PORTS
+from ..runtime.devices import KeyStore
 from ..sim.floor import table_ids
 
 ROOT = Path(__file__).resolve().parents[3]

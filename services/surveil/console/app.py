@@ -44,7 +44,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from ..analysis import incident_page as rendering
 from ..analysis.incident import IncidentCollector
-from ..events import models as m
+from ..events import models
 from .board import MACAU, REASONS, SEVERITIES, STATUSES, AlertEntry, Board, Tile, refusal, shift_start
 from .config import ConsoleConfig
 from .users import Permission, UserStore, may
@@ -75,7 +75,7 @@ class Exporter(Protocol):
 class Writer(Protocol):
     """Where the console's actions go: ``feed.ActionWriter`` (the topic) in the service."""
 
-    def publish(self, event: m.AlertAction, timeout: float = 10.0) -> None: ...
+    def publish(self, event: models.AlertAction, timeout: float = 10.0) -> None: ...
 
 
 # ---- Alertmanager's webhook (version 4) ------------------------------------------------------
@@ -172,15 +172,15 @@ class Console:
 
     # -- the feed (on the event loop) --
 
-    def deliver(self, batch: list[m.Event]) -> None:
+    def deliver(self, batch: list[models.Event]) -> None:
         changed: dict[str, AlertEntry] = {}
         tiles: dict[str, Tile] = {}
         for event in batch:
-            if isinstance(event, m.AlertCheckpoint):
+            if isinstance(event, models.AlertCheckpoint):
                 continue  # the alert log's proof, for `surveil verify`: no floor event (its time is the detectors' clock)
-            if isinstance(event, m.AlertRaised):
+            if isinstance(event, models.AlertRaised):
                 self.collector.alert(event)
-            elif not isinstance(event, m.AlertAction):
+            elif not isinstance(event, models.AlertAction):
                 self.collector.event(event)
             result = self.board.ingest(event)
             if isinstance(result, AlertEntry):
@@ -188,7 +188,7 @@ class Console:
                 tiles[result.data.table_id] = self.board.tile(result.data.table_id)
             elif isinstance(result, Tile):
                 tiles[result.table_id] = result
-            if isinstance(event, m.AlertAction):
+            if isinstance(event, models.AlertAction):
                 waiting = self.applied.pop(event.id, None)
                 if waiting is not None and not waiting.done():
                     waiting.set_result(None)
@@ -231,9 +231,9 @@ class Console:
 
     # -- handling --
 
-    async def act(self, data: m.AlertActionData) -> None:
+    async def act(self, data: models.AlertActionData) -> None:
         """Publish one action and wait (a little) until the console has read it back."""
-        event = m.AlertAction(
+        event = models.AlertAction(
             specversion="1.0",
             id=str(uuid.uuid4()),
             source=self.source,
@@ -402,7 +402,7 @@ def create_app(console: Console) -> Starlette:
         user = request.scope["user"]
         note = str(form.get("note", "")).strip() or None
         try:
-            data = m.AlertActionData(
+            data = models.AlertActionData(
                 table_id=entry.data.table_id,
                 alert_id=entry.id,
                 action=action,  # type: ignore[arg-type]
@@ -412,7 +412,7 @@ def create_app(console: Console) -> Starlette:
                 reason=(str(form.get("reason", "")) or None) if action == "close" else None,  # type: ignore[arg-type]
                 note=note,
             )
-            msgspec.convert(msgspec.to_builtins(data), m.AlertActionData)  # the contract's limits (reason, lengths)
+            msgspec.convert(msgspec.to_builtins(data), models.AlertActionData)  # the contract's limits (reason, lengths)
         except (ValueError, msgspec.ValidationError) as error:
             return PlainTextResponse(f"not a valid action: {error}", status_code=400)
         if action == "assign" and data.assignee not in console.users.users():

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, time, timedelta, timezone
 
-from ..events import models as m
+from ..events import models
 
 MACAU = timezone(timedelta(hours=8), "Macau")
 SEVERITIES = ("critical", "warning", "info")
@@ -27,18 +27,18 @@ OUTCOME_LETTER = {"banker": "B", "player": "P", "tie": "T"}
 
 @dataclass(slots=True)
 class ActionRecord:
-    event: m.AlertAction
+    event: models.AlertAction
     applied: bool
     why_not: str = ""
 
     @property
-    def data(self) -> m.AlertActionData:
+    def data(self) -> models.AlertActionData:
         return self.event.data
 
 
 @dataclass(slots=True)
 class AlertEntry:
-    alert: m.AlertRaised
+    alert: models.AlertRaised
     seq: int  # in the order the console read them
     status: str = "open"
     assignee: str | None = None
@@ -48,7 +48,7 @@ class AlertEntry:
     actions: list[ActionRecord] = field(default_factory=list)
 
     @property
-    def data(self) -> m.AlertRaisedData:
+    def data(self) -> models.AlertRaisedData:
         return self.alert.data
 
     @property
@@ -74,7 +74,7 @@ class Tile:
     last_time: datetime | None = None
 
 
-def refusal(entry: AlertEntry, action: m.AlertActionData) -> str:
+def refusal(entry: AlertEntry, action: models.AlertActionData) -> str:
     """Why ``action`` does not apply to the alert as it stands ('' when it does)."""
     if action.action == "note":
         return ""
@@ -97,26 +97,26 @@ class Board:
         self.alerts: dict[str, AlertEntry] = {}
         self.tiles: dict[str, Tile] = {}
         self.by_table: dict[str, list[str]] = {}
-        self.pending_actions: dict[str, list[m.AlertAction]] = {}  # read before their alert
+        self.pending_actions: dict[str, list[models.AlertAction]] = {}  # read before their alert
         self.action_ids: set[str] = set()
         self.latest: datetime | None = None  # the floor's clock: the latest time an event carried
         self._seq = 0
 
     # ---- the events ----------------------------------------------------------------------
 
-    def ingest(self, event: m.Event) -> AlertEntry | Tile | None:
+    def ingest(self, event: models.Event) -> AlertEntry | Tile | None:
         """Take one event; what it changed (an alert or a table), or None."""
-        if not isinstance(event, m.AlertAction) and (self.latest is None or event.time > self.latest):
+        if not isinstance(event, models.AlertAction) and (self.latest is None or event.time > self.latest):
             self.latest = event.time
-        if isinstance(event, m.AlertRaised):
+        if isinstance(event, models.AlertRaised):
             return self._alert(event)
-        if isinstance(event, m.AlertAction):
+        if isinstance(event, models.AlertAction):
             return self._action(event)
-        if isinstance(event, m.RoundOpened | m.RoundCompleted | m.RoundVoided | m.ShoeStarted):
+        if isinstance(event, models.RoundOpened | models.RoundCompleted | models.RoundVoided | models.ShoeStarted):
             return self._table(event)
         return None
 
-    def _alert(self, event: m.AlertRaised) -> AlertEntry | None:
+    def _alert(self, event: models.AlertRaised) -> AlertEntry | None:
         d = event.data
         if d.alert_id in self.alerts:
             return None  # redelivered
@@ -128,7 +128,7 @@ class Board:
             self._apply(entry, action)
         return entry
 
-    def _action(self, event: m.AlertAction) -> AlertEntry | None:
+    def _action(self, event: models.AlertAction) -> AlertEntry | None:
         if event.id in self.action_ids:
             return None
         self.action_ids.add(event.id)
@@ -140,7 +140,7 @@ class Board:
         return entry
 
     @staticmethod
-    def _apply(entry: AlertEntry, event: m.AlertAction) -> None:
+    def _apply(entry: AlertEntry, event: models.AlertAction) -> None:
         d = event.data
         why_not = refusal(entry, d)
         entry.actions.append(ActionRecord(event, not why_not, why_not))
@@ -161,18 +161,18 @@ class Board:
             tile = self.tiles[table_id] = Tile(table_id)
         return tile
 
-    def _table(self, event: m.RoundOpened | m.RoundCompleted | m.RoundVoided | m.ShoeStarted) -> Tile:
+    def _table(self, event: models.RoundOpened | models.RoundCompleted | models.RoundVoided | models.ShoeStarted) -> Tile:
         d = event.data
         tile = self.tile(d.table_id)
         if tile.last_time is not None and event.time < tile.last_time:
             return tile  # an older event (a redelivery) does not turn the table back
         tile.last_time = event.time
-        if isinstance(d, m.ShoeStartedData):
+        if isinstance(d, models.ShoeStartedData):
             tile.shoe_id, tile.round_open, tile.round_no = d.shoe_id, False, None
-        elif isinstance(d, m.RoundOpenedData):
+        elif isinstance(d, models.RoundOpenedData):
             tile.shoe_id, tile.dealer_id, tile.round_id = d.shoe_id, d.dealer_id, d.round_id
             tile.round_no, tile.round_open = d.round_no, True
-        elif isinstance(d, m.RoundCompletedData):
+        elif isinstance(d, models.RoundCompletedData):
             if d.round_id == tile.round_id:
                 tile.round_open = False
             high, low = max(d.player_total, d.banker_total), min(d.player_total, d.banker_total)

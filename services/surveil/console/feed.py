@@ -22,8 +22,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 from prometheus_client import Counter, Gauge
 
-from ..events import codec, topics
-from ..events import models as m
+from ..events import codec, models, topics
 from ..runtime.config import Settings
 
 READ_ALL = (topics.ALERTS, topics.ALERT_ACTIONS)  # from the start of the topic
@@ -35,7 +34,7 @@ CAUGHT_UP = Gauge("surveil_console_caught_up", "1 once the console has read its 
 
 log = structlog.get_logger()
 
-Batch = list[m.Event]
+Batch = list[models.Event]
 
 
 class Feed(threading.Thread):
@@ -130,7 +129,7 @@ class Feed(threading.Thread):
         finally:
             consumer.close()
 
-    def _decode(self, broker_topic: str, value: bytes | None) -> m.Event | None:
+    def _decode(self, broker_topic: str, value: bytes | None) -> models.Event | None:
         topic = self._topic_of.get(broker_topic, broker_topic)
         RECORDS.labels(topic).inc()
         try:
@@ -163,7 +162,7 @@ class ActionWriter:
                 )
             return self._producer
 
-    def publish(self, event: m.AlertAction, timeout: float = 10.0) -> None:
+    def publish(self, event: models.AlertAction, timeout: float = 10.0) -> None:
         self._get().send(self.topic, key=event.data.table_id.encode(), value=codec.encode(event)).get(timeout=timeout)
 
     def close(self) -> None:
@@ -171,5 +170,5 @@ class ActionWriter:
             self._producer.close(timeout=5)
 
 
-def make_action(data: m.AlertActionData, *, id: str, source: str, now: datetime | None = None) -> m.AlertAction:
-    return codec.make(m.AlertAction, data, id=id, source=source, time=now or datetime.now(UTC))
+def make_action(data: models.AlertActionData, *, id: str, source: str, now: datetime | None = None) -> models.AlertAction:
+    return codec.make(models.AlertAction, data, id=id, source=source, time=now or datetime.now(UTC))

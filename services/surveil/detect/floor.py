@@ -1,7 +1,7 @@
 """The whole floor under watch: a ``TableWatch`` per table, and the patterns that cross tables
 (patrons and dealers move between tables). Pure: events in, alert events out.
 
-``Floor.feed`` takes any event of the shoe, table and settlement streams; ``flush`` says the input
+``FloorWatch.feed`` takes any event of the shoe, table and settlement streams; ``flush`` says the input
 ended. Both return ``baccarat.alert.raised`` events, never the same alert id twice. The live
 service runs the same pieces on faust: ``TableWatch`` keyed by table, ``chart_finding`` keyed
 by patron or dealer.
@@ -54,7 +54,7 @@ def chart_finding(chart: patterns.Cusum, fact: Fact) -> Raised | None:
     return Raised(finding, context, fact.time)
 
 
-class Floor:
+class FloorWatch:
     def __init__(self, profile_override: str | None = None, signer: Signer | None = None) -> None:
         self.profile_override = profile_override
         self.tables: dict[str, TableWatch] = {}

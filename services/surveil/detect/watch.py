@@ -33,14 +33,14 @@ from ..core.money import Settlement
 from ..core.play import RoundResult
 from ..core.profiles import HouseProfile, load_profile
 from ..core.table import Bet, HandCard, Round, Shoe
-from ..events import models as m
+from ..events import models
 from . import patterns
 from .alerts import Context
 
 RECENT_ROUNDS = 12  # rounds kept after they are fully checked and settled
 _NOTHING: tuple[list[Raised], list[Fact]] = ([], [])  # what most events yield; never mutated
 
-SettlementEvent = m.BetSettled | m.RoundSettled
+SettlementEvent = models.BetSettled | models.RoundSettled
 
 
 class RoundWatch(msgspec.Struct):
@@ -184,15 +184,15 @@ class TableWatch:
         self.unboxed_bets = 0  # bets placed whose event does not say their layout box
         self._last_time: datetime | None = None
         # The window's digests as a set, for a watch fed one event after another from an empty
-        # window (Floor, offline replay): a set lookup instead of a scan of 8 KB. Good while this
-        # watch alone changes the window: the Floor's, one per table; the live service makes a
+        # window (FloorWatch, offline replay): a set lookup instead of a scan of 8 KB. Good while this
+        # watch alone changes the window: the FloorWatch's, one per table; the live service makes a
         # watch per event over a stored window, and scans it.
         self._digests: set[bytes] | None = None if state.recent_digests else set()
         self._indexed = state.recent_digests
 
     # ---- entry points -------------------------------------------------------------------------
 
-    def feed(self, event: m.Event) -> tuple[list[Raised], list[Fact]]:
+    def feed(self, event: models.Event) -> tuple[list[Raised], list[Fact]]:
         handler = _HANDLERS.get(type(event))
         if handler is not None:
             if self._seen_before(event.id):
@@ -235,7 +235,7 @@ class TableWatch:
                     self._finalize_shoe(watched, time)
             for event in self.state.orphan_settlements:
                 orphan = event.data
-                bet_id = orphan.bet_id if isinstance(orphan, m.BetSettledData) else None
+                bet_id = orphan.bet_id if isinstance(orphan, models.BetSettledData) else None
                 finding = rules.paid_unopened_round(orphan.round_id, bet_id, msgspec.to_builtins(orphan), getattr(orphan, "amount", 0))
                 context = Context(self.state.table_id, f"round:{orphan.round_id}:unknown:{bet_id or ''}", round_id=orphan.round_id)
                 self._raise(finding, context, time)
@@ -287,13 +287,13 @@ class TableWatch:
         watched = self.state.shoes.get(shoe_id)
         return watched if watched is not None and watched.shoe.started else None
 
-    def _shoe_started(self, event: m.ShoeStarted) -> None:
+    def _shoe_started(self, event: models.ShoeStarted) -> None:
         d = event.data
         watched = self._shoe(d.shoe_id)
         if watched is not None:
             watched.shoe.start(d.decks, d.automatic)  # False when redelivered
 
-    def _card_read(self, event: m.CardRead) -> None:
+    def _card_read(self, event: models.CardRead) -> None:
         d = event.data
         watched = self._started_shoe(d.shoe_id)
         if watched is None or d.index in watched.shoe.reads:
@@ -306,7 +306,7 @@ class TableWatch:
     def _card_context(self, shoe: Shoe, index: int) -> Context:
         return Context(self.state.table_id, f"shoe:{shoe.shoe_id}:{index}", shoe_id=shoe.shoe_id)
 
-    def _cut_card(self, event: m.CutCardReached) -> None:
+    def _cut_card(self, event: models.CutCardReached) -> None:
         d = event.data
         watched = self._started_shoe(d.shoe_id)
         if watched is None:
@@ -316,7 +316,7 @@ class TableWatch:
             shoe_id = watched.shoe.shoe_id
             self._raise(finding, Context(self.state.table_id, f"shoe:{shoe_id}:cut", shoe_id=shoe_id), event.time)
 
-    def _shoe_ended(self, event: m.ShoeEnded) -> None:
+    def _shoe_ended(self, event: models.ShoeEnded) -> None:
         watched = self._started_shoe(event.data.shoe_id)
         if watched is None:
             return
@@ -330,7 +330,7 @@ class TableWatch:
 
     # ---- the table stream ---------------------------------------------------------------------
 
-    def _round_opened(self, event: m.RoundOpened) -> None:
+    def _round_opened(self, event: models.RoundOpened) -> None:
         d = event.data
         if d.round_id in self.state.rounds:
             return
@@ -371,7 +371,7 @@ class TableWatch:
             self._raise(finding, self._round_context(rnd, ":after-play" if after_play else ""), event.time)
         self._trim_rounds()
 
-    def _bet_placed(self, event: m.BetPlaced) -> None:
+    def _bet_placed(self, event: models.BetPlaced) -> None:
         d = event.data
         watched = self.state.rounds.get(d.round_id)
         if watched is None or d.bet_id in watched.round.bets:
@@ -384,7 +384,7 @@ class TableWatch:
             self._raise(standing, self._bet_context(watched.round, bet, f":box:{bet.bet_id}"), event.time)
         self._after_bet_move(watched, bet, event.time, "placed", None)
 
-    def _bet_changed(self, event: m.BetChanged) -> None:
+    def _bet_changed(self, event: models.BetChanged) -> None:
         d = event.data
         watched = self.state.rounds.get(d.round_id)
         bet = watched.round.bets.get(d.bet_id) if watched else None
@@ -396,7 +396,7 @@ class TableWatch:
         bet.spot, bet.amount = d.spot, d.amount
         self._after_bet_move(watched, bet, event.time, "changed", before)
 
-    def _bet_withdrawn(self, event: m.BetWithdrawn) -> None:
+    def _bet_withdrawn(self, event: models.BetWithdrawn) -> None:
         d = event.data
         watched = self.state.rounds.get(d.round_id)
         bet = watched.round.bets.get(d.bet_id) if watched else None
@@ -431,7 +431,7 @@ class TableWatch:
         for finding in rules.check_bet_amount(rnd, bet):
             self._raise(finding, self._bet_context(rnd, bet, f":bet:{bet.bet_id}"), time)
 
-    def _bets_closed(self, event: m.BetsClosed) -> None:
+    def _bets_closed(self, event: models.BetsClosed) -> None:
         watched = self.state.rounds.get(event.data.round_id)
         if watched is None or watched.round.closed:
             return
@@ -442,13 +442,13 @@ class TableWatch:
         for ordinal, finding in enumerate(rules.check_table_limit(rnd)):
             self._raise(finding, self._round_context(rnd, f":limit:{ordinal}"), event.time)
 
-    def _cards_burned(self, event: m.CardsBurned) -> None:
+    def _cards_burned(self, event: models.CardsBurned) -> None:
         d = event.data
         watched = self._shoe(d.shoe_id)
         if watched is not None:
             watched.shoe.burn(d.indices, d.round_id)
 
-    def _round_completed(self, event: m.RoundCompleted) -> None:
+    def _round_completed(self, event: models.RoundCompleted) -> None:
         d = event.data
         watched = self.state.rounds.get(d.round_id)
         if watched is None or watched.round.ended:
@@ -475,7 +475,7 @@ class TableWatch:
         self._check_ready_rounds(event.time)
         self._settle_waiting(watched, event.time)
 
-    def _round_voided(self, event: m.RoundVoided) -> None:
+    def _round_voided(self, event: models.RoundVoided) -> None:
         d = event.data
         watched = self.state.rounds.get(d.round_id)
         if watched is None or watched.round.ended:
@@ -618,7 +618,7 @@ class TableWatch:
 
     # ---- the settlement stream ----------------------------------------------------------------
 
-    def _settlement(self, event: m.BetSettled | m.RoundSettled) -> None:
+    def _settlement(self, event: models.BetSettled | models.RoundSettled) -> None:
         self.state.settlement_seen = True
         watched = self.state.rounds.get(event.data.round_id)
         if watched is None:
@@ -632,12 +632,12 @@ class TableWatch:
             return
         waiting, watched.waiting_settlements = watched.waiting_settlements, []
         for event in waiting:
-            if isinstance(event, m.BetSettled):
+            if isinstance(event, models.BetSettled):
                 self._check_bet_settled(watched.round, event, time)
             else:
                 self._check_round_settled(watched, event.data, time)
 
-    def _check_bet_settled(self, rnd: Round, event: m.BetSettled, time: datetime) -> None:
+    def _check_bet_settled(self, rnd: Round, event: models.BetSettled, time: datetime) -> None:
         d = event.data
         if rnd.paid.get(d.bet_id) == event.id:
             return  # the same event delivered again
@@ -657,7 +657,7 @@ class TableWatch:
         if wrong:
             self._raise(wrong, context, time)
 
-    def _check_round_settled(self, watched: RoundWatch, d: m.RoundSettledData, time: datetime) -> None:
+    def _check_round_settled(self, watched: RoundWatch, d: models.RoundSettledData, time: datetime) -> None:
         if watched.settled:
             return
         watched.settled = True
@@ -696,19 +696,19 @@ class TableWatch:
                 break
 
 
-_HANDLERS: dict[type[m.Event], Callable[[TableWatch, Any], None]] = {
-    m.ShoeStarted: TableWatch._shoe_started,
-    m.CardRead: TableWatch._card_read,
-    m.CutCardReached: TableWatch._cut_card,
-    m.ShoeEnded: TableWatch._shoe_ended,
-    m.RoundOpened: TableWatch._round_opened,
-    m.BetPlaced: TableWatch._bet_placed,
-    m.BetChanged: TableWatch._bet_changed,
-    m.BetWithdrawn: TableWatch._bet_withdrawn,
-    m.BetsClosed: TableWatch._bets_closed,
-    m.CardsBurned: TableWatch._cards_burned,
-    m.RoundCompleted: TableWatch._round_completed,
-    m.RoundVoided: TableWatch._round_voided,
-    m.BetSettled: TableWatch._settlement,
-    m.RoundSettled: TableWatch._settlement,
+_HANDLERS: dict[type[models.Event], Callable[[TableWatch, Any], None]] = {
+    models.ShoeStarted: TableWatch._shoe_started,
+    models.CardRead: TableWatch._card_read,
+    models.CutCardReached: TableWatch._cut_card,
+    models.ShoeEnded: TableWatch._shoe_ended,
+    models.RoundOpened: TableWatch._round_opened,
+    models.BetPlaced: TableWatch._bet_placed,
+    models.BetChanged: TableWatch._bet_changed,
+    models.BetWithdrawn: TableWatch._bet_withdrawn,
+    models.BetsClosed: TableWatch._bets_closed,
+    models.CardsBurned: TableWatch._cards_burned,
+    models.RoundCompleted: TableWatch._round_completed,
+    models.RoundVoided: TableWatch._round_voided,
+    models.BetSettled: TableWatch._settlement,
+    models.RoundSettled: TableWatch._settlement,
 }

@@ -21,8 +21,7 @@ import msgspec
 
 from ..core.findings import AlertCode
 from ..core.money import RoundTotals, Settlement
-from ..events import codec, topics
-from ..events import models as m
+from ..events import codec, models, topics
 from ..events.deadletter import DeadLetter
 from ..events.shoe_protocol import parse_line
 from ..runtime.inproc import InProcessBus
@@ -53,7 +52,7 @@ class Tamperer:
     keeps each round's totals consistent with what its bets were paid, so that each fault is the
     only thing wrong."""
 
-    def __init__(self, write: Callable[[m.Event], None]) -> None:
+    def __init__(self, write: Callable[[models.Event], None]) -> None:
         self.write = write
         self.orders: dict[tuple[str, str], AlertCode] = {}
         self.adjustments: dict[str, RoundTotals] = {}  # round id -> what to add to its totals
@@ -61,15 +60,15 @@ class Tamperer:
     def order(self, tamper: Tamper) -> None:
         self.orders[(tamper.round_id, tamper.bet_id)] = tamper.code
 
-    def __call__(self, event: m.Event) -> None:
-        if isinstance(event, m.BetSettled):
+    def __call__(self, event: models.Event) -> None:
+        if isinstance(event, models.BetSettled):
             self._bet(event)
-        elif isinstance(event, m.RoundSettled) and event.data.round_id in self.adjustments:
+        elif isinstance(event, models.RoundSettled) and event.data.round_id in self.adjustments:
             self.write(self._adjusted(event, self.adjustments.pop(event.data.round_id)))
         else:
             self.write(event)
 
-    def _bet(self, event: m.BetSettled) -> None:
+    def _bet(self, event: models.BetSettled) -> None:
         d = event.data
         code = self.orders.pop((d.round_id, d.bet_id), None)
         if code is None:
@@ -87,7 +86,7 @@ class Tamperer:
             self.adjustments[d.round_id] = paid
 
     @staticmethod
-    def _adjusted(event: m.RoundSettled, change: RoundTotals) -> m.RoundSettled:
+    def _adjusted(event: models.RoundSettled, change: RoundTotals) -> models.RoundSettled:
         d = event.data
         data = msgspec.structs.replace(
             d,
@@ -101,9 +100,9 @@ class Tamperer:
 
 def record(
     floor: Floor,
-    write_event: Callable[[m.Event], None],
+    write_event: Callable[[models.Event], None],
     write_label: Callable[[Label], None],
-    on_event: Callable[[m.Event], None] | None = None,
+    on_event: Callable[[models.Event], None] | None = None,
 ) -> Recording:
     """Play ``floor`` through the table side; every recorded event goes to ``write_event`` in
     publish order, every label to ``write_label``."""
@@ -112,7 +111,7 @@ def record(
     bus.attach(TableController())
     bus.attach(SettlementProcessor())
 
-    def written(event: m.Event) -> None:
+    def written(event: models.Event) -> None:
         recording.events[event.event_type] += 1
         write_event(event)
         if on_event is not None:
@@ -137,12 +136,12 @@ def record(
     return recording
 
 
-def record_to_files(floor: Floor, log: Path, on_event: Callable[[m.Event], None] | None = None) -> Recording:
+def record_to_files(floor: Floor, log: Path, on_event: Callable[[models.Event], None] | None = None) -> Recording:
     """``record`` into the log file (gzipped for ``.gz``) and its labels side file."""
     out = gzip.open(log, "wb") if log.suffix == ".gz" else open(log, "wb")
     with out, open(labels_path(log), "wb") as labels:
 
-        def write_event(event: m.Event) -> None:
+        def write_event(event: models.Event) -> None:
             out.write(codec.encode(event) + b"\n")
 
         def write_label(label: Label) -> None:

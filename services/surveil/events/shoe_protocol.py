@@ -20,8 +20,7 @@ from enum import StrEnum
 
 from ..core.cards import CARDS
 from ..core.shoe import MAX_DECKS, MIN_DECKS
-from . import codec
-from . import models as m
+from . import codec, models
 from .signing import DeviceKeys, shoe_device
 
 VERSION = "SHOE1"
@@ -82,7 +81,7 @@ class BadLine(ValueError):
 class Parsed:
     table_id: str
     seq: int
-    event: m.Event
+    event: models.Event
 
 
 def checksum(body: bytes) -> str:
@@ -182,30 +181,30 @@ def _signature(body: str) -> tuple[str, str | None]:
     return signed, signature
 
 
-_EVENT_TYPES: dict[Kind, type[m.Event]] = {
-    Kind.START: m.ShoeStarted,
-    Kind.CARD: m.CardRead,
-    Kind.CUT: m.CutCardReached,
-    Kind.END: m.ShoeEnded,
+_EVENT_TYPES: dict[Kind, type[models.Event]] = {
+    Kind.START: models.ShoeStarted,
+    Kind.CARD: models.CardRead,
+    Kind.CUT: models.CutCardReached,
+    Kind.END: models.ShoeEnded,
 }
 
 
-def _data(kind: Kind, table_id: str, shoe_id: str, arguments: list[str]) -> m.Data:
+def _data(kind: Kind, table_id: str, shoe_id: str, arguments: list[str]) -> models.Data:
     if kind is Kind.START:
         decks = _number("decks", arguments[0], MIN_DECKS, MAX_DECKS)
         automatic = _choice("dealing", arguments[1], {"manual": False, "automatic": True})
-        return m.ShoeStartedData(table_id=table_id, shoe_id=shoe_id, decks=decks, automatic=automatic)
+        return models.ShoeStartedData(table_id=table_id, shoe_id=shoe_id, decks=decks, automatic=automatic)
     if kind is Kind.CARD:
         index = _number("shoe index", arguments[0], 1, MAX_COUNT)
         if arguments[1] not in CARDS:
             raise BadLine(Problem.FIELD, f"{arguments[1]!r} is not a card: expected rank (A 2-10 J Q K) + suit (S H D C)")
         face_up = _choice("face", arguments[2], {"down": False, "up": True})
-        return m.CardReadData(table_id=table_id, shoe_id=shoe_id, index=index, card=arguments[1], face_up=face_up)
+        return models.CardReadData(table_id=table_id, shoe_id=shoe_id, index=index, card=arguments[1], face_up=face_up)
     if kind is Kind.CUT:
         before = _number("cards before the cut card", arguments[0], 0, MAX_COUNT)
-        return m.CutCardReachedData(table_id=table_id, shoe_id=shoe_id, index=before)
+        return models.CutCardReachedData(table_id=table_id, shoe_id=shoe_id, index=before)
     cards_out = _number("cards out", arguments[0], 0, MAX_COUNT)
-    return m.ShoeEndedData(table_id=table_id, shoe_id=shoe_id, cards_out=cards_out)
+    return models.ShoeEndedData(table_id=table_id, shoe_id=shoe_id, cards_out=cards_out)
 
 
 def _check_id(what: str, text: str) -> None:

@@ -3,7 +3,7 @@ under its own device's key, so a spoofed card read or bet is refused (and alerte
 
 Each device has a key of its own, 32 random bytes that an operator issues for it
 (``surveil keys issue shoe/T07``) into the key store, a directory only the verifying services
-read (``DEVICE_KEYS``): ``<store>/shoe/<table>.key`` for a table's card-reading shoe,
+read (``DEVICE_KEYS``; ``runtime.devices.KeyStore``): ``<store>/shoe/<table>.key`` for a table's card-reading shoe,
 ``<store>/console/<table>.key`` for its dealer console and bet sensors, each 64 hex digits. The
 device is provisioned with its key and nothing else; no secret derives one key from another.
 The shoe-reader reads only ``shoe/``, the table-controller only ``console/``.
@@ -16,35 +16,28 @@ A key signs for its own table only, and for each message once:
   the HMAC of the counter and the record's value: the table-controller refuses an input whose
   event is about another table, or whose counter is not above the last it took from the device.
 
-The verifiers refuse to start without a key store unless ``DEVICE_SIGNATURES=off`` is set, for a
-development floor whose devices sign nothing; they say so in their log and in the gauge
-``surveil_device_signatures_enforced`` (docs/security.md).
+This module signs and checks over any ``KeyLookup``; where the keys come from is not its
+business. The verifiers refuse to start without a key store unless ``DEVICE_SIGNATURES=off`` is
+set, for a development floor whose devices sign nothing (``runtime.devices``); they say so in
+their log and in the gauge ``surveil_device_signatures_enforced`` (docs/security.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import re
-import secrets
-import tempfile
 import threading
 import time
-from collections.abc import Iterable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from typing import Protocol
 
 from . import topics
 
-STORE_ENV = "DEVICE_KEYS"  # the key store: a directory of device keys
-SWITCH_ENV = "DEVICE_SIGNATURES"  # "off": no signature is checked (a development floor)
 HEADER = "signature"  # the Kafka record header of a signed input: "<counter>:<hmac hex>"
 KINDS = ("shoe", "console")
-RELOAD_SECONDS = 1.0  # how often a verifier looks whether the store changed (a key issued or replaced)
 
 _TABLE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,31}")  # a table id, as the shoe protocol has it
-_HEX_KEY = re.compile(r"[0-9a-f]{64}")
 _SIGNATURE = re.compile(rb"([1-9][0-9]{0,18}):([0-9a-f]{64})")
 
 
@@ -74,77 +67,9 @@ def check_device(device: str) -> str:
 
 
 class KeyLookup(Protocol):
+    """Where a device's key is found: None for a device without one."""
+
     def get(self, device: str, /) -> bytes | None: ...
-
-
-class KeyStore:
-    """The key store directory. A verifier reads a device's key when it first needs it and again
-    once the directory changed (a key issued or replaced: rotation needs no restart); a device
-    without a key is looked for again only then, so unknown devices cost no file reads."""
-
-    def __init__(self, root: Path | str, kinds: Iterable[str] = KINDS) -> None:
-        self.root = Path(root)
-        self.kinds = tuple(kinds)
-        self._keys: dict[str, bytes | None] = {}
-        self._seen: dict[str, int | None] = {}  # kind -> its directory's mtime when last read
-        self._checked = 0.0
-        self._lock = threading.Lock()
-
-    def path(self, device: str) -> Path:
-        kind, _, table = check_device(device).partition("/")
-        return self.root / kind / f"{table}.key"
-
-    def get(self, device: str) -> bytes | None:
-        kind, _, table = device.partition("/")
-        if kind not in self.kinds or not _TABLE.fullmatch(table):
-            return None
-        with self._lock:
-            now = time.monotonic()
-            if now - self._checked >= RELOAD_SECONDS:
-                self._checked = now
-                self._forget_changed()
-            if device not in self._keys:
-                self._keys[device] = self._read(device)
-            return self._keys[device]
-
-    def _forget_changed(self) -> None:
-        for kind in self.kinds:
-            try:
-                mtime: int | None = (self.root / kind).stat().st_mtime_ns
-            except FileNotFoundError:
-                mtime = None
-            if self._seen.get(kind, -1) != mtime:
-                self._seen[kind] = mtime
-                self._keys = {device: key for device, key in self._keys.items() if not device.startswith(kind + "/")}
-
-    def _read(self, device: str) -> bytes | None:
-        try:
-            text = self.path(device).read_text(encoding="ascii").strip()
-        except (FileNotFoundError, UnicodeDecodeError):
-            return None
-        return bytes.fromhex(text) if _HEX_KEY.fullmatch(text) else None
-
-    def issue(self, device: str) -> bytes:
-        """A new random key for ``device``, written into the store (replacing its old one: from
-        then on only the new one verifies). Directories ``0700``, files ``0600``."""
-        path = self.path(device)
-        key = secrets.token_bytes(32)
-        old = os.umask(0o077)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".issue-")
-            with os.fdopen(fd, "w", encoding="ascii") as file:
-                file.write(key.hex() + "\n")
-            os.replace(temporary, path)
-        finally:
-            os.umask(old)
-        with self._lock:
-            self._keys[device] = key
-        return key
-
-    def devices(self) -> list[str]:
-        """Every device with a key in the store."""
-        return sorted(f"{kind}/{path.stem}" for kind in self.kinds for path in (self.root / kind).glob("*.key"))
 
 
 class Refused(ValueError):
@@ -159,23 +84,6 @@ class DeviceKeys:
         self.keys = keys
         self._counters: dict[str, int] = {}
         self._lock = threading.Lock()
-
-    @classmethod
-    def from_env(cls, kinds: Iterable[str], env: Mapping[str, str] = os.environ) -> DeviceKeys | None:
-        """The verifier's keys, from the store ``DEVICE_KEYS`` names (only ``kinds``); None when
-        ``DEVICE_SIGNATURES=off``. Raises ``SystemExit`` (the service does not start) without a store."""
-        switch = env.get("DEVICE_SIGNATURES", "on")
-        if switch == "off":
-            return None
-        if switch != "on":
-            raise SystemExit(f"{SWITCH_ENV}={switch!r}: 'on' (the default) or 'off'")
-        store = env.get("DEVICE_KEYS", "")
-        if not store or not Path(store).is_dir():
-            raise SystemExit(
-                f"refusing to start without device keys: {STORE_ENV} must name the key store directory "
-                f"(now {store!r}; `surveil keys issue` fills it), or {SWITCH_ENV}=off must say that no device signs"
-            )
-        return cls(KeyStore(store, kinds))
 
     def key(self, device: str) -> bytes:
         key = self.keys.get(device)

@@ -31,7 +31,7 @@ from typing import TypeVar
 import msgspec
 
 from ..core.money import BetResult
-from ..events import models as m
+from ..events import models
 from ..runtime.state import Backend, State
 
 NAMESPACE = "settlement"
@@ -128,7 +128,7 @@ def is_settled(state: State, table_id: str, round_id: str) -> bool:
     return state.get(state.key(round_key(table_id, round_id)), RoundRecord) is not None
 
 
-def book(state: State, record: RoundRecord, bets: list[m.BetSettledData]) -> None:
+def book(state: State, record: RoundRecord, bets: list[models.BetSettledData]) -> None:
     """Enter one settled round and its bets in the ledger."""
     table, shift = record.table_id, record.shift
     state.put(state.key(round_key(table, record.round_id)), record)
@@ -157,7 +157,7 @@ def book(state: State, record: RoundRecord, bets: list[m.BetSettledData]) -> Non
         state.incr(shift_patrons, bet.patron_id, 1)
 
 
-def paid_out(bet: m.BetSettledData) -> int:
+def paid_out(bet: models.BetSettledData) -> int:
     """What went back across the table: stake and winnings on a win, the stake on a push."""
     if bet.result == BetResult.WIN:
         return bet.amount + bet.net
@@ -175,7 +175,7 @@ class ShiftLedger:
     tables: dict[str, TableTotals]
     patrons: dict[str, PatronTotals]
     rounds: dict[tuple[str, str], RoundRecord]  # (table, round)
-    bets: dict[tuple[str, str, str], m.BetSettledData]  # (table, round, bet)
+    bets: dict[tuple[str, str, str], models.BetSettledData]  # (table, round, bet)
 
 
 class Ledger:
@@ -214,14 +214,14 @@ class Ledger:
     def round(self, table_id: str, round_id: str) -> RoundRecord | None:
         return self._value(round_key(table_id, round_id), RoundRecord)
 
-    def bet(self, table_id: str, round_id: str, bet_id: str) -> m.BetSettledData | None:
-        return self._value(bet_key(table_id, round_id, bet_id), m.BetSettledData)
+    def bet(self, table_id: str, round_id: str, bet_id: str) -> models.BetSettledData | None:
+        return self._value(bet_key(table_id, round_id, bet_id), models.BetSettledData)
 
     def shift(self, shift: str) -> ShiftLedger:
         tables = {t: self.table(t, shift) for t in sorted(self._counters(f"shift:{shift}:tables"))}
         patrons = {p: self.patron(p, shift) for p in sorted(self._counters(f"shift:{shift}:patrons"))}
         rounds: dict[tuple[str, str], RoundRecord] = {}
-        bets: dict[tuple[str, str, str], m.BetSettledData] = {}
+        bets: dict[tuple[str, str, str], models.BetSettledData] = {}
         for table in tables:
             for round_id in sorted(self._counters(shift_rounds_key(shift, table))):
                 record = self.round(table, round_id)

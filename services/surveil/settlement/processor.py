@@ -30,8 +30,7 @@ from ..core.money import BetResult, Commission, Rounding, Settlement, Spot
 from ..core.play import RoundResult
 from ..core.profiles import HouseProfile, load_profile
 from ..core.table import Bet, Round
-from ..events import codec, topics
-from ..events import models as m
+from ..events import codec, models, topics
 from ..runtime.processor import Rejected
 from ..runtime.state import State
 from . import ledger, metrics
@@ -54,7 +53,7 @@ class SettlementProcessor:
     name: ClassVar[str] = "settlement"
     consumes: ClassVar[tuple[str, ...]] = (topics.TABLE,)
 
-    def process(self, event: m.Event, state: State) -> Sequence[m.Event]:
+    def process(self, event: models.Event, state: State) -> Sequence[models.Event]:
         handler = _HANDLERS.get(type(event))
         if handler is None:
             return ()
@@ -63,7 +62,7 @@ class SettlementProcessor:
             raise _reject("invalid", f"event {event.id}: subject {event.subject} is not its table {table_id}")
         return handler(self, event, state)
 
-    def prefetch(self, events: Sequence[m.Event], state: State) -> None:
+    def prefetch(self, events: Sequence[models.Event], state: State) -> None:
         """Read, in one round trip, what ``events`` will look up: each round's open state, and
         for an opening also the round's ledger record and the table's carried bets."""
         keys = []
@@ -71,13 +70,13 @@ class SettlementProcessor:
             if type(event) in _HANDLERS:
                 d = event.data  # type: ignore[attr-defined]
                 keys.append(self._round_key(state, d.table_id, d.round_id))
-                if isinstance(d, m.RoundOpenedData):
+                if isinstance(d, models.RoundOpenedData):
                     keys += (state.key(ledger.round_key(d.table_id, d.round_id)), state.key("carried", d.table_id))
         state.prefetch(*keys)
 
     # ---- opening a round and its bets -------------------------------------------------------
 
-    def _opened(self, event: m.RoundOpened, state: State) -> list[m.Event]:
+    def _opened(self, event: models.RoundOpened, state: State) -> list[models.Event]:
         d = event.data
         carried_key = state.key("carried", d.table_id)
         if self._open_round(state, d.table_id, d.round_id) is not None or ledger.is_settled(state, d.table_id, d.round_id):
@@ -95,7 +94,7 @@ class SettlementProcessor:
         state.put(self._round_key(state, d.table_id, d.round_id), open_round)
         return []
 
-    def _placed(self, event: m.BetPlaced, state: State) -> list[m.Event]:
+    def _placed(self, event: models.BetPlaced, state: State) -> list[models.Event]:
         d = event.data
         open_round = self._require_open(state, d.table_id, d.round_id)
         if d.bet_id in open_round.bets:
@@ -105,7 +104,7 @@ class SettlementProcessor:
         state.put(self._round_key(state, d.table_id, d.round_id), open_round)
         return []
 
-    def _changed(self, event: m.BetChanged, state: State) -> list[m.Event]:
+    def _changed(self, event: models.BetChanged, state: State) -> list[models.Event]:
         d = event.data
         open_round = self._require_open(state, d.table_id, d.round_id)
         bet = self._require_bet(open_round, d.bet_id)
@@ -114,7 +113,7 @@ class SettlementProcessor:
         state.put(self._round_key(state, d.table_id, d.round_id), open_round)
         return []
 
-    def _withdrawn(self, event: m.BetWithdrawn, state: State) -> list[m.Event]:
+    def _withdrawn(self, event: models.BetWithdrawn, state: State) -> list[models.Event]:
         d = event.data
         open_round = self._require_open(state, d.table_id, d.round_id)
         self._require_bet(open_round, d.bet_id)
@@ -124,7 +123,7 @@ class SettlementProcessor:
 
     # ---- ending a round ---------------------------------------------------------------------
 
-    def _completed(self, event: m.RoundCompleted, state: State) -> list[m.Event]:
+    def _completed(self, event: models.RoundCompleted, state: State) -> list[models.Event]:
         d = event.data
         open_round = self._require_open(state, d.table_id, d.round_id)
         open_round.declared = RoundResult(d.player_total, d.banker_total, d.outcome, d.player_pair, d.banker_pair)
@@ -136,22 +135,24 @@ class SettlementProcessor:
             state.put(carried_key, CarriedBets({**waiting.bets, **carried}))
         return self._settle(state, open_round, settled, str(d.outcome), event.time)
 
-    def _voided(self, event: m.RoundVoided, state: State) -> list[m.Event]:
+    def _voided(self, event: models.RoundVoided, state: State) -> list[models.Event]:
         d = event.data
         open_round = self._require_open(state, d.table_id, d.round_id)
         open_round.voided = True
         settled = open_round.settlements(*_payouts(open_round))  # Art. 10: every stake back
         return self._settle(state, open_round, settled, ledger.VOID, event.time)
 
-    def _settle(self, state: State, open_round: Round, settled: list[tuple[Bet, Settlement]], outcome: str, at: datetime) -> list[m.Event]:
+    def _settle(
+        self, state: State, open_round: Round, settled: list[tuple[Bet, Settlement]], outcome: str, at: datetime
+    ) -> list[models.Event]:
         table_id, round_id = open_round.table_id, open_round.round_id
         source = f"{SOURCE}/{table_id}"
         totals = money.RoundTotals()
-        bets: list[m.BetSettledData] = []
-        outputs: list[m.Event] = []
+        bets: list[models.BetSettledData] = []
+        outputs: list[models.Event] = []
         for bet, settlement in settled:
             totals = totals.add(bet.amount, settlement)
-            data = m.BetSettledData(
+            data = models.BetSettledData(
                 table_id=table_id,
                 round_id=round_id,
                 bet_id=bet.bet_id,
@@ -163,8 +164,8 @@ class SettlementProcessor:
                 commission=settlement.commission,
             )
             bets.append(data)
-            outputs.append(codec.make(m.BetSettled, data, id=f"{table_id}:{round_id}:{bet.bet_id}:settled", source=source, time=at))
-        round_data = m.RoundSettledData(
+            outputs.append(codec.make(models.BetSettled, data, id=f"{table_id}:{round_id}:{bet.bet_id}:settled", source=source, time=at))
+        round_data = models.RoundSettledData(
             table_id=table_id,
             round_id=round_id,
             staked=totals.staked,
@@ -172,7 +173,7 @@ class SettlementProcessor:
             commission=totals.commission,
             house_net=totals.house_net,
         )
-        outputs.append(codec.make(m.RoundSettled, round_data, id=f"{table_id}:{round_id}:settled", source=source, time=at))
+        outputs.append(codec.make(models.RoundSettled, round_data, id=f"{table_id}:{round_id}:settled", source=source, time=at))
         record = ledger.RoundRecord(
             table_id=table_id,
             round_id=round_id,
@@ -233,7 +234,7 @@ def _payouts(open_round: Round) -> tuple[Commission, Rounding]:
     return profile.commission, profile.commission_rounding
 
 
-def _observe(record: ledger.RoundRecord, bets: list[m.BetSettledData]) -> None:
+def _observe(record: ledger.RoundRecord, bets: list[models.BetSettledData]) -> None:
     staked, paid_out, commission, house_net = metrics.for_table(record.table_id)
     staked.inc(record.staked)
     paid_out.inc(record.paid_out)
@@ -245,12 +246,12 @@ def _observe(record: ledger.RoundRecord, bets: list[m.BetSettledData]) -> None:
     metrics.LAG_SECONDS.observe(max(time.time() - record.time.timestamp(), 0.0))
 
 
-Handler = Callable[[SettlementProcessor, Any, State], list[m.Event]]
-_HANDLERS: dict[type[m.Event], Handler] = {
-    m.RoundOpened: SettlementProcessor._opened,
-    m.BetPlaced: SettlementProcessor._placed,
-    m.BetChanged: SettlementProcessor._changed,
-    m.BetWithdrawn: SettlementProcessor._withdrawn,
-    m.RoundCompleted: SettlementProcessor._completed,
-    m.RoundVoided: SettlementProcessor._voided,
+Handler = Callable[[SettlementProcessor, Any, State], list[models.Event]]
+_HANDLERS: dict[type[models.Event], Handler] = {
+    models.RoundOpened: SettlementProcessor._opened,
+    models.BetPlaced: SettlementProcessor._placed,
+    models.BetChanged: SettlementProcessor._changed,
+    models.BetWithdrawn: SettlementProcessor._withdrawn,
+    models.RoundCompleted: SettlementProcessor._completed,
+    models.RoundVoided: SettlementProcessor._voided,
 }

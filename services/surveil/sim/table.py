@@ -29,8 +29,7 @@ from ..core.procedure import DEMO_ROUNDS_MAX, burn_due
 from ..core.profiles import HouseProfile, LastRound
 from ..core.shoe import DealingShoe, shuffled_shoe
 from ..core.table import Bet, Round, squeeze_stakes
-from ..events import codec
-from ..events import models as m
+from ..events import codec, models
 from ..events.shoe_protocol import Kind, format_line
 from .injections import DRAW_ERRORS, SCOPES, TIE_CHANGES, Label, Scope
 
@@ -57,7 +56,7 @@ class ShoeLine:
 class TableInput:
     time: datetime
     table_id: str
-    event: m.Event
+    event: models.Event
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +138,7 @@ class TableSim:
         line = format_line(self.table_id, self.line_seq, self.clock, kind, shoe_id, *arguments)
         self.out.append(ShoeLine(self.clock, self.table_id, self.line_seq, line))
 
-    def _input(self, cls: type[m.Event], data: m.Data, device: str) -> None:
+    def _input(self, cls: type[models.Event], data: models.Data, device: str) -> None:
         self.input_seq += 1
         event = codec.make(cls, data, id=f"{self.table_id}:in:{self.input_seq}", source=f"{device}/{self.table_id}", time=self.clock)
         self.out.append(TableInput(self.clock, self.table_id, event))
@@ -290,7 +289,7 @@ class TableSim:
         self.start_burn = burned
         indices = [index for index, _ in burned]
         self._advance(1_000, 2_000)
-        self._input(m.CardsBurn, m.CardsBurnInput(table_id=self.table_id, indices=indices), "console")
+        self._input(models.CardsBurn, models.CardsBurnInput(table_id=self.table_id, indices=indices), "console")
         if injection is AlertCode.BURN_COUNT:
             self._label(
                 injection, shoe, f"{count} cards burned at the start of the shoe where the {self.profile.burn.policy} policy burns {due}."
@@ -348,7 +347,7 @@ class TableSim:
         if shoe.shoe_id != self.round_shoe:
             self.round_shoe, self.round_no = shoe.shoe_id, 0
         self.round_no += 1
-        round_id = m.round_id_of(self.table_id, shoe.shoe_id, self.round_no)
+        round_id = models.round_id_of(self.table_id, shoe.shoe_id, self.round_no)
         rnd = Round(
             self.table_id,
             round_id,
@@ -365,8 +364,8 @@ class TableSim:
         self.carried = {}
         injection = None if demo else self._armed(shoe_start=False)
         self._input(
-            m.RoundOpen,
-            m.RoundOpenInput(
+            models.RoundOpen,
+            models.RoundOpenInput(
                 table_id=self.table_id,
                 shoe_id=shoe.shoe_id,
                 dealer_id=rnd.dealer_id,
@@ -384,7 +383,7 @@ class TableSim:
             done = self._bets(shoe, rnd, injection)
         self.clock = max(self.clock, opened_at + timedelta(seconds=10 if demo else 25))
         self._advance(500, 1_500)
-        self._input(m.BetsClose, m.BetsCloseInput(table_id=self.table_id), "console")
+        self._input(models.BetsClose, models.BetsCloseInput(table_id=self.table_id), "console")
         if injection is AlertCode.LATE_BET:
             done = self._late_bet(shoe, rnd)
         elif injection is AlertCode.CARD_OVERCOUNT:
@@ -424,8 +423,8 @@ class TableSim:
             )
         self._advance(2_000, 4_000)
         self._input(
-            m.Result,
-            m.ResultInput(
+            models.Result,
+            models.ResultInput(
                 table_id=self.table_id,
                 player_total=declared.player_total,
                 banker_total=declared.banker_total,
@@ -526,8 +525,10 @@ class TableSim:
         rnd.bets[bet.bet_id] = bet
         self._advance(500, 2_500)
         self._input(
-            m.BetPlace,
-            m.BetPlaceInput(table_id=self.table_id, bet_id=bet.bet_id, patron_id=patron, seat=seat, spot=spot, amount=amount, box=bet.box),
+            models.BetPlace,
+            models.BetPlaceInput(
+                table_id=self.table_id, bet_id=bet.bet_id, patron_id=patron, seat=seat, spot=spot, amount=amount, box=bet.box
+            ),
             "bet-sensor",
         )
         return bet
@@ -535,12 +536,14 @@ class TableSim:
     def _change(self, bet: Bet, spot: Spot, amount: int) -> None:
         bet.spot, bet.amount = spot, amount
         self._advance(500, 2_000)
-        self._input(m.BetChange, m.BetChangeInput(table_id=self.table_id, bet_id=bet.bet_id, spot=spot, amount=amount), "bet-sensor")
+        self._input(
+            models.BetChange, models.BetChangeInput(table_id=self.table_id, bet_id=bet.bet_id, spot=spot, amount=amount), "bet-sensor"
+        )
 
     def _withdraw(self, bet: Bet) -> None:
         bet.withdrawn = True
         self._advance(500, 2_000)
-        self._input(m.BetWithdraw, m.BetWithdrawInput(table_id=self.table_id, bet_id=bet.bet_id), "bet-sensor")
+        self._input(models.BetWithdraw, models.BetWithdrawInput(table_id=self.table_id, bet_id=bet.bet_id), "bet-sensor")
 
     def _maybe_change(self, rnd: Round, bet: Bet) -> None:
         """A patron changes their mind before bets close: a new stake, the other side, or no bet."""
@@ -695,8 +698,8 @@ class TableSim:
 
     def _place_card(self, hand: str, index: int, card: Card, box_saw: bool) -> None:
         self._advance(600, 1_000)
-        data = m.CardPlaceInput(table_id=self.table_id, hand=hand, index=index, card=card.code if box_saw else None)  # type: ignore[arg-type]
-        self._input(m.CardPlace, data, "hand-box")
+        data = models.CardPlaceInput(table_id=self.table_id, hand=hand, index=index, card=card.code if box_saw else None)  # type: ignore[arg-type]
+        self._input(models.CardPlace, data, "hand-box")
 
     def _void(self, shoe: DealingShoe, rnd: Round) -> None:
         """Art. 10 misapplied: the console voids a round dealt by the rules so far (its first four
@@ -706,7 +709,7 @@ class TableSim:
             self._place_card(hand, index, card, self.box_sees_cards)
         self._advance(3_000, 8_000)
         reason = self.rng.choice(("dealer's call", "supervisor's call", "disputed round"))
-        self._input(m.RoundVoid, m.RoundVoidInput(table_id=self.table_id, reason=reason), "console")
+        self._input(models.RoundVoid, models.RoundVoidInput(table_id=self.table_id, reason=reason), "console")
         self.carried = {}  # Art. 10: every stake back, carried ones too
         self._label(
             AlertCode.ROUND_VOIDED,
@@ -729,7 +732,7 @@ class TableSim:
             if error is AlertCode.BURN_MID_ROUND and slot == 1:
                 index, card = self._draw(shoe)
                 self._advance(500, 1_500)
-                self._input(m.CardsBurn, m.CardsBurnInput(table_id=self.table_id, indices=[index]), "console")
+                self._input(models.CardsBurn, models.CardsBurnInput(table_id=self.table_id, indices=[index]), "console")
                 detail = f" (the {card.code}, card {index}, after the Player's first card)"
             if error is AlertCode.CARD_REUSED and slot == 0:
                 index, card = self.start_burn[-1]  # brought back, not drawn: the shoe reads nothing
@@ -789,7 +792,7 @@ class TableSim:
         else:
             return
         self._advance(1_000, 3_000)
-        self._input(m.Squeeze, m.SqueezeInput(table_id=self.table_id, patron_id=holder), "console")
+        self._input(models.Squeeze, models.SqueezeInput(table_id=self.table_id, patron_id=holder), "console")
 
     # ---- settlement -------------------------------------------------------------------------------
 

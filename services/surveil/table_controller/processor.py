@@ -28,8 +28,7 @@ from ..core.money import Spot
 from ..core.play import Outcome, RoundResult
 from ..core.profiles import InvalidProfileError, load_profile
 from ..core.table import Bet, HandCard, Round, Shoe, outside_the_table
-from ..events import codec, topics
-from ..events import models as m
+from ..events import codec, models, topics
 from ..runtime.processor import Rejected
 from ..runtime.state import State
 
@@ -66,14 +65,14 @@ class Table(msgspec.Struct):
     shoes: list[str] = []  # shoes whose reads are kept, in the order they started
 
 
-Handler = Callable[["TableController", Table, m.Event, State], list[m.Event]]
+Handler = Callable[["TableController", Table, models.Event, State], list[models.Event]]
 
 
 class TableController:
     name: ClassVar[str] = "table-controller"
     consumes: ClassVar[tuple[str, ...]] = (topics.SHOE, topics.INPUTS)
 
-    def prefetch(self, events: Sequence[m.Event], state: State) -> None:
+    def prefetch(self, events: Sequence[models.Event], state: State) -> None:
         """Read, in one round trip, the state a batch of events needs: each table's, and the
         reads of each shoe its shoe events go to."""
         keys = []
@@ -85,7 +84,7 @@ class TableController:
                     keys.append(_shoe_key(state, d.table_id, d.shoe_id))
         state.prefetch(*keys)
 
-    def process(self, event: m.Event, state: State) -> Sequence[m.Event]:
+    def process(self, event: models.Event, state: State) -> Sequence[models.Event]:
         handler = _HANDLERS.get(type(event))
         if handler is None:
             return ()
@@ -109,7 +108,7 @@ class TableController:
 
     # ---- the round: opening and bets ------------------------------------------------------------
 
-    def _open(self, table: Table, event: m.RoundOpen, state: State) -> list[m.Event]:
+    def _open(self, table: Table, event: models.RoundOpen, state: State) -> list[models.Event]:
         d = event.data
         if table.round is not None:
             raise Rejected(f"round.open while round {table.round.round_id} is in progress (announce its result or void it first)")
@@ -121,11 +120,11 @@ class TableController:
             table.shoe_id, table.round_no = d.shoe_id, 0
             self._forget_shoes_before(table, d.shoe_id, state)
         table.round_no += 1
-        round_id = m.round_id_of(table.table_id, d.shoe_id, table.round_no)
-        outputs: list[m.Event] = [
+        round_id = models.round_id_of(table.table_id, d.shoe_id, table.round_no)
+        outputs: list[models.Event] = [
             _make(
-                m.CardsBurned,
-                m.CardsBurnedData(table_id=table.table_id, shoe_id=d.shoe_id, round_id=None, indices=burn.indices),
+                models.CardsBurned,
+                models.CardsBurnedData(table_id=table.table_id, shoe_id=d.shoe_id, round_id=None, indices=burn.indices),
                 f"{burn.input_id}/burned",
                 burn.time,
             )
@@ -147,7 +146,7 @@ class TableController:
             seats=d.seats,
         )
         table.carried = {}
-        opened = m.RoundOpenedData(
+        opened = models.RoundOpenedData(
             table_id=table.table_id,
             shoe_id=d.shoe_id,
             round_id=round_id,
@@ -161,10 +160,10 @@ class TableController:
             carried_bet_ids=list(table.round.bets),
             seats=d.seats,
         )
-        outputs.append(_make(m.RoundOpened, opened, f"{round_id}/opened", event.time))
+        outputs.append(_make(models.RoundOpened, opened, f"{round_id}/opened", event.time))
         return outputs
 
-    def _place(self, table: Table, event: m.BetPlace, state: State) -> list[m.Event]:
+    def _place(self, table: Table, event: models.BetPlace, state: State) -> list[models.Event]:
         d = event.data
         rnd = _in_progress(table, "bet.place")
         if d.bet_id in rnd.bets:
@@ -174,7 +173,7 @@ class TableController:
             if place is not None and outside_the_table(rnd, place):
                 raise Rejected(f"bet.place: bet {d.bet_id} names {what} {place}; the table has {rnd.seats} seats")
         rnd.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount, box=d.box)
-        data = m.BetPlacedData(
+        data = models.BetPlacedData(
             table_id=table.table_id,
             round_id=rnd.round_id,
             bet_id=d.bet_id,
@@ -184,33 +183,33 @@ class TableController:
             amount=d.amount,
             box=d.box,
         )
-        return [_make(m.BetPlaced, data, f"{event.id}/placed", event.time)]
+        return [_make(models.BetPlaced, data, f"{event.id}/placed", event.time)]
 
-    def _change(self, table: Table, event: m.BetChange, state: State) -> list[m.Event]:
+    def _change(self, table: Table, event: models.BetChange, state: State) -> list[models.Event]:
         d = event.data
         bet = _active_bet(_in_progress(table, "bet.change"), d.bet_id, "bet.change")
         _check_stake(d.bet_id, d.amount)
         bet.spot, bet.amount = d.spot, d.amount
-        data = m.BetChangedData(table_id=table.table_id, round_id=_round_id(table), bet_id=d.bet_id, spot=d.spot, amount=d.amount)
-        return [_make(m.BetChanged, data, f"{event.id}/changed", event.time)]
+        data = models.BetChangedData(table_id=table.table_id, round_id=_round_id(table), bet_id=d.bet_id, spot=d.spot, amount=d.amount)
+        return [_make(models.BetChanged, data, f"{event.id}/changed", event.time)]
 
-    def _withdraw(self, table: Table, event: m.BetWithdraw, state: State) -> list[m.Event]:
+    def _withdraw(self, table: Table, event: models.BetWithdraw, state: State) -> list[models.Event]:
         d = event.data
         _active_bet(_in_progress(table, "bet.withdraw"), d.bet_id, "bet.withdraw").withdrawn = True
-        data = m.BetWithdrawnData(table_id=table.table_id, round_id=_round_id(table), bet_id=d.bet_id)
-        return [_make(m.BetWithdrawn, data, f"{event.id}/withdrawn", event.time)]
+        data = models.BetWithdrawnData(table_id=table.table_id, round_id=_round_id(table), bet_id=d.bet_id)
+        return [_make(models.BetWithdrawn, data, f"{event.id}/withdrawn", event.time)]
 
-    def _close(self, table: Table, event: m.BetsClose, state: State) -> list[m.Event]:
+    def _close(self, table: Table, event: models.BetsClose, state: State) -> list[models.Event]:
         rnd = _in_progress(table, "bets.close")
         if rnd.closed:
             raise Rejected(f"bets.close: bets on round {rnd.round_id} are already closed")
         rnd.closed = True
-        data = m.BetsClosedData(table_id=table.table_id, round_id=rnd.round_id)
-        return [_make(m.BetsClosed, data, f"{rnd.round_id}/closed", event.time)]
+        data = models.BetsClosedData(table_id=table.table_id, round_id=rnd.round_id)
+        return [_make(models.BetsClosed, data, f"{rnd.round_id}/closed", event.time)]
 
     # ---- the cards ----------------------------------------------------------------------------
 
-    def _burn(self, table: Table, event: m.CardsBurn, state: State) -> list[m.Event]:
+    def _burn(self, table: Table, event: models.CardsBurn, state: State) -> list[models.Event]:
         indices = event.data.indices
         if not indices:
             raise Rejected("cards.burn names no card")
@@ -218,10 +217,10 @@ class TableController:
             table.burns.append(Burn(event.id, event.time, indices))
             return []
         rnd = table.round
-        data = m.CardsBurnedData(table_id=table.table_id, shoe_id=rnd.shoe_id, round_id=rnd.round_id, indices=indices)
-        return [_make(m.CardsBurned, data, f"{event.id}/burned", event.time)]
+        data = models.CardsBurnedData(table_id=table.table_id, shoe_id=rnd.shoe_id, round_id=rnd.round_id, indices=indices)
+        return [_make(models.CardsBurned, data, f"{event.id}/burned", event.time)]
 
-    def _card(self, table: Table, event: m.CardPlace, state: State) -> list[m.Event]:
+    def _card(self, table: Table, event: models.CardPlace, state: State) -> list[models.Event]:
         d = event.data
         rnd = _in_progress(table, "card.place")
         if rnd.holds_index(d.index):
@@ -229,13 +228,13 @@ class TableController:
         (rnd.player if d.hand == "player" else rnd.banker).append(HandCard(d.index, d.card))
         return []
 
-    def _squeeze(self, table: Table, event: m.Squeeze, state: State) -> list[m.Event]:
+    def _squeeze(self, table: Table, event: models.Squeeze, state: State) -> list[models.Event]:
         _in_progress(table, "squeeze").squeezed_by = event.data.patron_id
         return []
 
     # ---- the end of a round -------------------------------------------------------------------
 
-    def _result(self, table: Table, event: m.Result, state: State) -> list[m.Event]:
+    def _result(self, table: Table, event: models.Result, state: State) -> list[models.Event]:
         d = event.data
         rnd = _in_progress(table, "result")
         table.round = None
@@ -256,12 +255,12 @@ class TableController:
             return []
         return outputs
 
-    def _void(self, table: Table, event: m.RoundVoid, state: State) -> list[m.Event]:
+    def _void(self, table: Table, event: models.RoundVoid, state: State) -> list[models.Event]:
         rnd = _in_progress(table, "round.void")
         table.round, table.carried = None, {}
         return _voided(table.table_id, rnd, event.data.reason, event.time)
 
-    def _finish(self, table: Table, completion: Completion, state: State) -> list[m.Event] | None:
+    def _finish(self, table: Table, completion: Completion, state: State) -> list[models.Event] | None:
         """The round's completion, its voiding if the shoe ended without reading one of its
         cards, or None while the shoe may still read them."""
         rnd = completion.round
@@ -285,11 +284,11 @@ class TableController:
 
     # ---- the shoe -----------------------------------------------------------------------------
 
-    def _shoe_started(self, table: Table, event: m.ShoeStarted, state: State) -> list[m.Event]:
+    def _shoe_started(self, table: Table, event: models.ShoeStarted, state: State) -> list[models.Event]:
         self._reads(table, event.data.shoe_id, state)
         return []
 
-    def _card_read(self, table: Table, event: m.CardRead, state: State) -> list[m.Event]:
+    def _card_read(self, table: Table, event: models.CardRead, state: State) -> list[models.Event]:
         d = event.data
         shoe = self._reads(table, d.shoe_id, state)
         earlier = shoe.reads.get(d.index)
@@ -298,7 +297,7 @@ class TableController:
         shoe.reads[d.index] = d.card
         return self._release(table, state)
 
-    def _shoe_ended(self, table: Table, event: m.ShoeEnded, state: State) -> list[m.Event]:
+    def _shoe_ended(self, table: Table, event: models.ShoeEnded, state: State) -> list[models.Event]:
         self._reads(table, event.data.shoe_id, state).ended = True
         return self._release(table, state)
 
@@ -314,10 +313,10 @@ class TableController:
         state.put(key, shoe)
         return shoe
 
-    def _release(self, table: Table, state: State) -> list[m.Event]:
+    def _release(self, table: Table, state: State) -> list[models.Event]:
         """Complete the waiting rounds the shoe has now caught up with, in order, each followed
         by the table events held back behind it."""
-        outputs: list[m.Event] = []
+        outputs: list[models.Event] = []
         while table.waiting:
             completion = table.waiting[0]
             finished = self._finish(table, completion, state)
@@ -343,7 +342,7 @@ class TableController:
 # ---- helpers --------------------------------------------------------------------------------
 
 
-def _make(cls: type[m.Event], data: m.Data, event_id: str, time: datetime) -> m.Event:
+def _make(cls: type[models.Event], data: models.Data, event_id: str, time: datetime) -> models.Event:
     return codec.make(cls, data, id=event_id, source=SOURCE, time=time)
 
 
@@ -376,15 +375,15 @@ def _check_stake(bet_id: str, amount: int) -> None:
         raise Rejected(f"bet {bet_id}: a stake of {amount} is no bet")
 
 
-def _completed(table_id: str, completion: Completion, shoe: Shoe) -> m.Event:
+def _completed(table_id: str, completion: Completion, shoe: Shoe) -> models.Event:
     rnd, result = completion.round, completion.round.declared
     assert result is not None
-    data = m.RoundCompletedData(
+    data = models.RoundCompletedData(
         table_id=table_id,
         shoe_id=rnd.shoe_id,
         round_id=rnd.round_id,
-        player=[m.HandCard(c.index, c.card or shoe.reads[c.index]) for c in rnd.player],
-        banker=[m.HandCard(c.index, c.card or shoe.reads[c.index]) for c in rnd.banker],
+        player=[models.HandCard(c.index, c.card or shoe.reads[c.index]) for c in rnd.player],
+        banker=[models.HandCard(c.index, c.card or shoe.reads[c.index]) for c in rnd.banker],
         player_total=result.player_total,
         banker_total=result.banker_total,
         outcome=result.outcome,
@@ -392,38 +391,38 @@ def _completed(table_id: str, completion: Completion, shoe: Shoe) -> m.Event:
         banker_pair=result.banker_pair,
         squeezed_by=rnd.squeezed_by,
     )
-    return _make(m.RoundCompleted, data, f"{rnd.round_id}/completed", completion.time)
+    return _make(models.RoundCompleted, data, f"{rnd.round_id}/completed", completion.time)
 
 
-def _voided(table_id: str, rnd: Round, reason: str, time: datetime) -> list[m.Event]:
+def _voided(table_id: str, rnd: Round, reason: str, time: datetime) -> list[models.Event]:
     """Art. 10: a void round; the cards it had dealt go to the discard (burned)."""
-    outputs: list[m.Event] = []
+    outputs: list[models.Event] = []
     if rnd.player or rnd.banker:
-        burned = m.CardsBurnedData(table_id=table_id, shoe_id=rnd.shoe_id, round_id=rnd.round_id, indices=sorted(rnd.indices()))
-        outputs.append(_make(m.CardsBurned, burned, f"{rnd.round_id}/burned", time))
-    voided = m.RoundVoidedData(
+        burned = models.CardsBurnedData(table_id=table_id, shoe_id=rnd.shoe_id, round_id=rnd.round_id, indices=sorted(rnd.indices()))
+        outputs.append(_make(models.CardsBurned, burned, f"{rnd.round_id}/burned", time))
+    voided = models.RoundVoidedData(
         table_id=table_id,
         round_id=rnd.round_id,
         reason=reason,
-        player=[m.PlacedCard(c.index, c.card) for c in rnd.player],
-        banker=[m.PlacedCard(c.index, c.card) for c in rnd.banker],
+        player=[models.PlacedCard(c.index, c.card) for c in rnd.player],
+        banker=[models.PlacedCard(c.index, c.card) for c in rnd.banker],
     )
-    outputs.append(_make(m.RoundVoided, voided, f"{rnd.round_id}/voided", time))
+    outputs.append(_make(models.RoundVoided, voided, f"{rnd.round_id}/voided", time))
     return outputs
 
 
-_HANDLERS: dict[type[m.Event], Handler] = {
-    m.RoundOpen: TableController._open,  # type: ignore[dict-item]
-    m.BetPlace: TableController._place,  # type: ignore[dict-item]
-    m.BetChange: TableController._change,  # type: ignore[dict-item]
-    m.BetWithdraw: TableController._withdraw,  # type: ignore[dict-item]
-    m.BetsClose: TableController._close,  # type: ignore[dict-item]
-    m.CardsBurn: TableController._burn,  # type: ignore[dict-item]
-    m.CardPlace: TableController._card,  # type: ignore[dict-item]
-    m.Squeeze: TableController._squeeze,  # type: ignore[dict-item]
-    m.Result: TableController._result,  # type: ignore[dict-item]
-    m.RoundVoid: TableController._void,  # type: ignore[dict-item]
-    m.ShoeStarted: TableController._shoe_started,  # type: ignore[dict-item]
-    m.CardRead: TableController._card_read,  # type: ignore[dict-item]
-    m.ShoeEnded: TableController._shoe_ended,  # type: ignore[dict-item]
+_HANDLERS: dict[type[models.Event], Handler] = {
+    models.RoundOpen: TableController._open,  # type: ignore[dict-item]
+    models.BetPlace: TableController._place,  # type: ignore[dict-item]
+    models.BetChange: TableController._change,  # type: ignore[dict-item]
+    models.BetWithdraw: TableController._withdraw,  # type: ignore[dict-item]
+    models.BetsClose: TableController._close,  # type: ignore[dict-item]
+    models.CardsBurn: TableController._burn,  # type: ignore[dict-item]
+    models.CardPlace: TableController._card,  # type: ignore[dict-item]
+    models.Squeeze: TableController._squeeze,  # type: ignore[dict-item]
+    models.Result: TableController._result,  # type: ignore[dict-item]
+    models.RoundVoid: TableController._void,  # type: ignore[dict-item]
+    models.ShoeStarted: TableController._shoe_started,  # type: ignore[dict-item]
+    models.CardRead: TableController._card_read,  # type: ignore[dict-item]
+    models.ShoeEnded: TableController._shoe_ended,  # type: ignore[dict-item]
 }

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import os
 import secrets
-import socket
-import subprocess
 import time
 import urllib.request
 from collections.abc import Iterable, Iterator, Mapping
@@ -21,12 +19,12 @@ from typing import Any
 
 from kafka import KafkaProducer
 
+from support.processes import Launched, answering, free_port, stop
 from surveil.console.users import UserStore
 from surveil.events import codec
 from surveil.events import models as m
 
 ROOT = Path(__file__).resolve().parents[3]
-SURVEIL = ROOT / ".venv" / "bin" / "surveil"
 CHROMIUM = Path("/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",
@@ -40,12 +38,6 @@ CHROMIUM_ARGS = [
 USERS = {"sam": ("supervisor", "supervisor-pass-1"), "olivia": ("operator", "operator-pass-1"), "audrey": ("auditor", "auditor-pass-1")}
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @dataclass
 class ConsoleProcess:
     """``surveil serve console`` on free ports, its users in ``folder``."""
@@ -55,7 +47,7 @@ class ConsoleProcess:
     port: int = field(default_factory=free_port)
     metrics_port: int = field(default_factory=free_port)
     token: str = field(default_factory=lambda: secrets.token_hex(24))
-    process: subprocess.Popen[bytes] | None = None
+    process: Launched | None = None
 
     @property
     def url(self) -> str:
@@ -77,18 +69,8 @@ class ConsoleProcess:
             "CONSOLE_HISTORY_HOURS": str(history_hours),
         }
         self.env["CONSOLE_SECRET_KEY"] = env["CONSOLE_SECRET_KEY"]
-        log = (self.folder / "console.log").open("ab")
-        self.process = subprocess.Popen([str(SURVEIL), "serve", "console"], env=env, stdout=log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"the console exited:\n{self.log()}")
-            try:
-                urllib.request.urlopen(self.url + "/login", timeout=1).close()
-                return
-            except OSError:
-                time.sleep(0.2)
-        raise TimeoutError(f"the console does not answer on {self.url}:\n{self.log()}")
+        self.process = Launched.serve("console", env, self.folder / "console.log", append=True)
+        self.process.wait_ready(answering(self.url + "/login"), "the console", f"does not answer on {self.url}", pause=0.2, logs=self.log)
 
     def wait_caught_up(self, timeout: float = 60) -> None:
         deadline = time.monotonic() + timeout
@@ -100,13 +82,8 @@ class ConsoleProcess:
         raise TimeoutError(f"the console did not catch up:\n{self.log()}")
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        if self.process is not None:
+            stop(self.process)
 
     def log(self, chars: int = 4000) -> str:
         path = self.folder / "console.log"

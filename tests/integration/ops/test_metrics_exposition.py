@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import time
@@ -28,13 +27,15 @@ import redis
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from prometheus_client.parser import text_string_to_metric_families
 
+from support.processes import SURVEIL, Launched, free_port, stop
 from surveil.events import models as m
 from surveil.events import topics
-from surveil.events.signing import KeyStore, console_device, shoe_device
+from surveil.events.signing import console_device, shoe_device
 from surveil.events.topics import ALL_TOPICS
 from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
 from surveil.runtime.alert_keys import PRIVATE_FILE, generate
 from surveil.runtime.config import kafka_client_config
+from surveil.runtime.devices import KeyStore
 from surveil.runtime.lag_exporter import LagReader
 from surveil.runtime.topic_admin import create_topics, delete_topics
 from surveil.sim.floor import Floor, table_ids
@@ -42,7 +43,6 @@ from surveil.sim.injections import parse_codes
 from surveil.sim.table import TableInput
 
 ROOT = Path(__file__).resolve().parents[3]
-SURVEIL = ROOT / ".venv" / "bin" / "surveil"
 SERVICES = ("shoe-reader", "table-controller", "settlement", "anomaly-detection", "lag-exporter")
 TABLES = 2
 
@@ -60,12 +60,6 @@ OWN_FAMILY = {
 # processed messages, so the marker of the last transaction stays uncommitted until a message
 # follows (every topic has one transactional producer).
 MARKERS_AT_REST = 1
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def scrape(port: int) -> str:
@@ -94,7 +88,7 @@ class Deployment:
     prefix: str
     ports: dict[str, int]
     logs: Path
-    processes: dict[str, subprocess.Popen[bytes]]
+    processes: dict[str, Launched]
 
     def metrics(self, service: str) -> str:
         return scrape(self.ports[service])
@@ -105,16 +99,6 @@ class Deployment:
             lines = path.read_text(errors="replace").splitlines()[-15:]
             parts.append(f"--- {path.name} (last lines)\n" + "\n".join(lines))
         return "\n".join(parts)
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout=10)
 
 
 @pytest.fixture(scope="module")
@@ -142,20 +126,14 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
         "LAG_INTERVAL": "1",
         "DEVICE_KEYS": str(keys.root),
     }
-    processes: dict[str, subprocess.Popen[bytes]] = {}
+    processes: dict[str, Launched] = {}
     deployed = Deployment(prefix, ports, logs, processes)
     # Each service as its own principal, with the ACLs of this prefix (docs/security.md).
     access = PrefixAccess(kafka_bootstrap, redis_url, prefix, env["REDIS_PREFIX"])
     try:
         for service in SERVICES:
-            log = (logs / f"{service}.log").open("wb")
-            processes[service] = subprocess.Popen(
-                [str(SURVEIL), "serve", service],
-                env=access.env(service, {**env, "METRICS_PORT": str(ports[service]), **signing.get(service, {})}),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                cwd=ROOT,
-            )
+            service_env = access.env(service, {**env, "METRICS_PORT": str(ports[service]), **signing.get(service, {})})
+            processes[service] = Launched.serve(service, service_env, logs / f"{service}.log", cwd=ROOT)
         for service in SERVICES:
             wait_for(f"{service} /metrics", lambda s=service: bool(deployed.metrics(s)), 60, deployed.tail)
         wait_for(
@@ -232,8 +210,7 @@ def deployment(kafka_bootstrap: str, redis_url: str, tmp_path_factory: pytest.Te
         )
         yield deployed
     finally:
-        for process in processes.values():
-            stop(process)
+        stop(*processes.values())
         access.close()
         admin = KafkaAdminClient(**kafka_client_config(kafka_bootstrap))
         try:

@@ -16,7 +16,6 @@ import json
 import os
 import secrets
 import shutil
-import subprocess
 import threading
 import time
 import uuid
@@ -31,7 +30,7 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY, start_http_server
 
-from integration.deployment import free_port
+from support.processes import Launched, answering, free_port
 from surveil.anomaly_detection import metrics
 from surveil.core.findings import AlertCode, Finding
 from surveil.detect.alerts import Context, raise_alert
@@ -85,21 +84,15 @@ def webhook() -> Iterator[Webhook]:
     hook.close()
 
 
-def start(command: list[str], log: Path, ready: str) -> subprocess.Popen[bytes]:
+def start(command: list[str], log: Path, ready: str) -> Launched:
     """``command`` in the background, once its ``ready`` URL answers."""
-    import urllib.request
-
-    process = subprocess.Popen(command, stdout=log.open("wb"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        assert process.poll() is None, f"{command[0]} exited:\n{log.read_text()}"
-        try:
-            with urllib.request.urlopen(ready, timeout=2):
-                return process
-        except OSError:
-            time.sleep(0.2)
-    process.kill()
-    raise AssertionError(f"{command[0]} not ready:\n{log.read_text()}")
+    process = Launched(command, None, log)
+    try:
+        process.wait_ready(answering(ready, timeout=2), command[0], "not ready", pause=0.2, logs=log.read_text)
+    except TimeoutError:
+        process.kill()
+        raise
+    return process
 
 
 def test_a_firing_critical_rule_reaches_the_console_webhook_with_its_token(tmp_path: Path, webhook: Webhook) -> None:

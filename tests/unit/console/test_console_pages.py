@@ -10,7 +10,7 @@ from conftest import WEBHOOK_TOKEN, Room
 from surveil.console.app import Hub
 from surveil.events import codec
 from surveil.events import models as m
-from unit.report.incident_dom import parse
+from unit.analysis.incident_dom import parse
 
 
 def logged_in(room: Room, user: str = "sam"):  # type: ignore[no-untyped-def]

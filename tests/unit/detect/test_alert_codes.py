@@ -769,9 +769,9 @@ def test_shoe_repeat_a_run_of_an_earlier_shoe() -> None:
 
 def test_every_alert_code_has_a_test_here() -> None:
     # DEVICE_SIGNATURE comes from the dead letters of live devices, not from a recorded log:
-    # tests/unit/table_side/test_shoe_signatures.py and the integration tests have it.
+    # tests/unit/events/test_shoe_signatures.py and the integration tests have it.
     here = Path(__file__)
-    source = here.read_text(encoding="utf-8") + (here.parents[1] / "table_side" / "test_shoe_signatures.py").read_text(encoding="utf-8")
+    source = here.read_text(encoding="utf-8") + (here.parents[1] / "events" / "test_shoe_signatures.py").read_text(encoding="utf-8")
     missing = [code for code in AlertCode if f"AlertCode.{code.name}" not in source and f'"{code.value}"' not in source]
     assert missing == []
 

@@ -17,7 +17,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -28,6 +27,7 @@ from typing import Any
 import pytest
 import yaml
 
+from support.processes import free_port
 from surveil.cli import SERVICES as SERVE_TARGETS
 from surveil.runtime import access
 
@@ -594,12 +594,6 @@ def test_the_surveil_health_checks_probe_each_service_metrics_port(deployment: D
     assert "redis-cli" in " ".join(deployment.services["redis"].healthcheck or [])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_the_metrics_health_check_passes_on_a_live_endpoint_and_fails_on_a_dead_one(deployment: Deployment) -> None:
     """The probe itself, run here with this interpreter in place of the image's python."""
     from prometheus_client import start_http_server
@@ -607,12 +601,12 @@ def test_the_metrics_health_check_passes_on_a_live_endpoint_and_fails_on_a_dead_
     probe = deployment.services["settlement"].healthcheck or []
     assert probe[:2] == ["CMD", "python"], probe
     command = [sys.executable, *probe[2:]]
-    live = _free_port()
+    live = free_port()
     start_http_server(live, addr="127.0.0.1")
     base = {k: v for k, v in os.environ.items() if k != "METRICS_PORT"}
     ok = subprocess.run(command, env=base | {"METRICS_PORT": str(live)}, capture_output=True, timeout=30)
     assert ok.returncode == 0, ok.stderr
-    dead = subprocess.run(command, env=base | {"METRICS_PORT": str(_free_port())}, capture_output=True, timeout=30)
+    dead = subprocess.run(command, env=base | {"METRICS_PORT": str(free_port())}, capture_output=True, timeout=30)
     assert dead.returncode != 0
 
 

@@ -7,9 +7,10 @@ service's log.)"""
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
+
+from support.processes import free_port
 
 PROBE = """
 import asyncio, sys
@@ -36,15 +37,9 @@ asyncio.run(aio())
 """
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def test_kafka_python_and_aiokafka_log_json_lines_with_the_service() -> None:
     done = subprocess.run(
-        [sys.executable, "-c", PROBE, f"127.0.0.1:{closed_port()}"], capture_output=True, text=True, timeout=120, check=False
+        [sys.executable, "-c", PROBE, f"127.0.0.1:{free_port()}"], capture_output=True, text=True, timeout=120, check=False
     )
     lines = [json.loads(line) for line in done.stderr.splitlines()]  # fails on any line that is not JSON
     assert done.returncode == 0 and lines, done.stderr

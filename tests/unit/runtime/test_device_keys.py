@@ -16,8 +16,8 @@ from click.testing import CliRunner
 from surveil.cli import main
 from surveil.events import codec, topics
 from surveil.events import models as m
-from surveil.events.signing import HEADER, DeviceKeys, KeyStore, Refused
-from surveil.runtime.devices import DeviceRecords
+from surveil.events.signing import HEADER, DeviceKeys, Refused
+from surveil.runtime.devices import DeviceRecords, KeyStore, verifier_keys
 from surveil.runtime.state import MemoryBackend, State
 
 NOW = datetime(2026, 11, 29, 12, 0, tzinfo=UTC)
@@ -66,13 +66,13 @@ def test_a_verifier_reads_only_its_own_kind_of_device_keys(tmp_path: Path) -> No
 
 def test_without_a_key_store_a_verifier_refuses_to_start_unless_told_signatures_are_off(tmp_path: Path) -> None:
     with pytest.raises(SystemExit, match="DEVICE_KEYS"):
-        DeviceKeys.from_env(["shoe"], {})
+        verifier_keys(["shoe"], {})
     with pytest.raises(SystemExit, match="DEVICE_KEYS"):
-        DeviceKeys.from_env(["shoe"], {"DEVICE_KEYS": str(tmp_path / "missing")})
+        verifier_keys(["shoe"], {"DEVICE_KEYS": str(tmp_path / "missing")})
     with pytest.raises(SystemExit, match="DEVICE_SIGNATURES"):
-        DeviceKeys.from_env(["shoe"], {"DEVICE_SIGNATURES": "no"})
-    assert DeviceKeys.from_env(["shoe"], {"DEVICE_SIGNATURES": "off"}) is None
-    assert DeviceKeys.from_env(["shoe"], {"DEVICE_KEYS": str(tmp_path)}) is not None
+        verifier_keys(["shoe"], {"DEVICE_SIGNATURES": "no"})
+    assert verifier_keys(["shoe"], {"DEVICE_SIGNATURES": "off"}) is None
+    assert verifier_keys(["shoe"], {"DEVICE_KEYS": str(tmp_path)}) is not None
 
 
 # ---- signed records ---------------------------------------------------------------------------------
