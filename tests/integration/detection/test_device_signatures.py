@@ -17,7 +17,8 @@ import redis
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError
 
-from integration.deployment import SURVEIL, Deployment
+from integration.deployment import Deployment
+from support.processes import SURVEIL
 from surveil.events import codec, deadletter, topics
 from surveil.events import models as m
 from surveil.events.shoe_protocol import Kind, format_line, signed_line

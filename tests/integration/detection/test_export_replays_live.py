@@ -14,7 +14,8 @@ from collections import Counter
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from integration.deployment import SURVEIL, Deployment
+from integration.deployment import Deployment
+from support.processes import SURVEIL
 from surveil.analysis.export import export_log, file_sha256, manifest_path, read_manifest
 from surveil.analysis.replay import open_log, replay
 from surveil.events import codec, topics
