@@ -849,8 +849,9 @@ def summary(result: Mapping[str, Any]) -> str:
         f"  {'process':<26}{'CPU ms/round':>13}{'% of a core':>13}{'peak RSS MB':>13}",
     ]
     for name, share in result["cpu_share"].items():
-        per_round = result["cpu_ms_per_round"].get(name, math.nan)
-        lines.append(f"  {name:<26}{per_round:>13.2f}{100 * share:>13.1f}{result['peak_rss_mb'].get(name, math.nan):>13.0f}")
+        per_round, rss = result["cpu_ms_per_round"].get(name), result["peak_rss_mb"].get(name)
+        per_round_text, rss_text = "-" if per_round is None else f"{per_round:.2f}", "-" if rss is None else f"{rss:.0f}"
+        lines.append(f"  {name:<26}{per_round_text:>13}{100 * share:>13.1f}{rss_text:>13}")
     lines.append(f"  {'total (without the bench)':<26}{result['cpu_ms_per_round'].get('total', math.nan):>13.2f}")
     if result["idle_cpu_share"]:
         idle = ", ".join(f"{n} {100 * share:.1f} %" for n, share in result["idle_cpu_share"].items())
@@ -1044,6 +1045,7 @@ def write_sweep(path: Path, results: list[dict[str, Any]]) -> None:
     document = {
         "command": " ".join(["bench/pipeline.py", *sys.argv[1:]]),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cores": os.cpu_count(),
         "runs": results,
     }
     partial = path.with_name(path.name + ".partial")
