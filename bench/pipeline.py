@@ -12,7 +12,13 @@ simulator playing live into them. Three measurements:
   table side can cause, one after the other in its rounds), and the bench times each alert from
   the revealing event's time (a card read, a round's end: when the simulator was due to send it)
   to the alert's arrival on ``baccarat.alerts``. The consumer lag of the three groups is read every
-  5 s; N is *sustained* when no group's lag grows over the measured window.
+  5 s; N is *sustained* when no group's lag grows over the measured window (each group's
+  least-squares slope under 1 event/s). CPU ms per round (utime + stime from /proc over the
+  window, by the rounds that ended in it) and peak RSS of each process: the four services, the
+  simulated floor, and the stack's broker, Redis and Prometheus (found by the port they listen
+  on, else by ``.stack/``'s pid files). ``--tables 1000,2000`` is a sweep, one run per size;
+  ``--json`` writes it as one document (``bench/plot_sweep.py`` draws it); ``--profile DIR``
+  records each service and the floor with py-spy over the window.
 - ``full-speed``: T tables x S shoes played as fast as the reader and broker take them
   (``--pace 0``); events/s through every topic and every consumer group, and end to end (until
   the detectors have consumed everything).
@@ -27,7 +33,8 @@ under a fresh TOPIC_PREFIX, Redis keys under its REDIS_PREFIX, ACLs and Redis us
 
     eval "$(ops/stack.sh env)"      # the admin's credentials (or a private stack's stack.env)
     .venv/bin/python bench/pipeline.py live --tables 1000 --seconds 300
-    .venv/bin/python bench/pipeline.py live --tables 2000,3000 --seconds 360 --json out.jsonl
+    .venv/bin/python bench/pipeline.py live --tables 1000,2000,3000,4000,6000 --seconds 300 --json sweep.json
+    .venv/bin/python bench/pipeline.py live --tables 1000 --profile profiles/   # py-spy of each service
     .venv/bin/python bench/pipeline.py full-speed --tables 100 --shoes 1
     .venv/bin/python bench/pipeline.py full-speed --tables 100 --shoes 1 --instances 2 --check
 """
@@ -49,20 +56,23 @@ import time
 import urllib.request
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypeVar
 
 import redis
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.errors import KafkaError
 from prometheus_client.parser import text_string_to_metric_families
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from procstat import STACK, PeakRss, cpu_seconds, load_average, proc_cpu_seconds, proc_status, stack_pids
+from profiles import Profiles
 from support.processes import Launched, free_port, stop
 from surveil.core.findings import AlertCode
 from surveil.events import codec, topics
@@ -93,24 +103,31 @@ LIVE_INJECTIONS = (
     AlertCode.RESULT_MISMATCH,
 )
 WARMUP_SECONDS = 60.0  # tables start over the first 50 s (shoe start, burn): not measured
+# A fresh broker (just after `ops/stack.sh up`) has no group coordinator yet, a new topic no
+# leader: what it answers with a retriable error is asked again for this long.
+RETRY_SECONDS = 120.0
+PACE = 50.0  # wall-clock seconds a round takes at a table: real pace (a busy baccarat table)
+SUSTAINED_SLOPE = 1.0  # events/s: a group whose lag grows faster over the window is not keeping up
+T = TypeVar("T")
 
 
-def load_average() -> tuple[float, float, float]:
-    one, five, fifteen = Path("/proc/loadavg").read_text().split()[:3]
-    return float(one), float(five), float(fifteen)
+def say(line: str) -> None:
+    print(f"[pipeline] {line}", flush=True)
 
 
-def proc_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def proc_status(pid: int, field_name: str) -> int:
-    """A ``kB`` figure of /proc/<pid>/status (VmHWM: peak resident set, VmRSS: now)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith(field_name + ":"):
-            return int(line.split()[1])
-    return 0
+def retrying(what: str, call: Callable[[], T], seconds: float = RETRY_SECONDS) -> T:
+    """``call()``, and again while the broker answers with a retriable error, for up to
+    ``seconds``, with a line for each wait."""
+    deadline, pause = time.monotonic() + seconds, 0.5
+    while True:
+        try:
+            return call()
+        except KafkaError as error:
+            if not error.retriable or time.monotonic() + pause > deadline:
+                raise
+            say(f"{what}: {type(error).__name__}, retriable; again in {pause:.1f} s (until {seconds:.0f} s have passed)")
+            time.sleep(pause)
+            pause = min(2 * pause, 5.0)
 
 
 def percentile(values: list[float], share: float) -> float:
@@ -152,8 +169,8 @@ class Pipeline:
         return [f"{service}-{n}" for n in range(1, self.instances + 1)]
 
     def __enter__(self) -> Pipeline:
-        create_topics(self.bootstrap, [self.prefix + t for t in ALL_TOPICS], self.partitions)
-        self.access = PrefixAccess(self.bootstrap, self.redis_url, self.prefix, self.prefix)
+        retrying("creating the topics", lambda: create_topics(self.bootstrap, [self.prefix + t for t in ALL_TOPICS], self.partitions))
+        self.access = retrying("granting the principals", lambda: PrefixAccess(self.bootstrap, self.redis_url, self.prefix, self.prefix))
         try:
             for service in self.services:
                 for name in self.instance_names(service):
@@ -218,7 +235,7 @@ class Pipeline:
         coordinator (``describe_consumer_groups``)."""
         admin = KafkaAdminClient(**kafka_client_config(self.bootstrap), client_id=f"{self.tag}-probe")
         try:
-            described = admin.describe_groups([self.prefix + g for g in CONSUMERS])
+            described = retrying("describing the groups", lambda: admin.describe_groups([self.prefix + g for g in CONSUMERS]))
         finally:
             admin.close()
         owners: dict[str, dict[str, list[str]]] = {}
@@ -258,8 +275,11 @@ class Pipeline:
 
     # ---- what the processes used ----------------------------------------------------------
 
+    def pids(self) -> dict[str, int]:
+        return {name: p.pid for name, p in self.processes.items() if p.poll() is None}
+
     def cpu_seconds(self) -> dict[str, float]:
-        return {name: proc_cpu_seconds(p.pid) for name, p in self.processes.items() if p.poll() is None}
+        return {name: proc_cpu_seconds(pid) for name, pid in self.pids().items()}
 
     def peak_rss_mb(self) -> dict[str, float]:
         return {name: proc_status(p.pid, "VmHWM") / 1024 for name, p in self.processes.items() if p.poll() is None}
@@ -486,7 +506,8 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
     actions: list[Any] = []
     labels: list[Any] = []  # of rounds that ended within the window: their alerts are due
     pending: dict[str, list[Any]] = defaultdict(list)  # per table: labels of the round in play
-    rounds = 0
+    round_ends: list[float] = []  # seconds after the start (wall clock at real pace) each round ends
+    scale = spec.pace / table_module.ROUND_SECONDS
     for action in floor.actions():
         if spec.seconds is not None and (action.time - start_of_floor).total_seconds() > spec.seconds:
             break
@@ -494,10 +515,10 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
         if isinstance(action, Truth):
             pending[action.table_id].append(action.label)
         elif isinstance(action, TableInput) and isinstance(action.event, m.Result):
-            rounds += 1
+            round_ends.append((action.time - start_of_floor).total_seconds() * scale)
             labels += pending.pop(action.table_id, [])
     generated = time.perf_counter() - generating
-    pipe.send({"generated_seconds": generated, "actions": len(actions), "rounds": rounds})
+    pipe.send({"generated_seconds": generated, "actions": len(actions), "rounds": len(round_ends), "round_ends": round_ends})
     if spec.start is not None and spec.start < time.time():
         pipe.send({"error": f"generating took {generated:.0f} s: {time.time() - spec.start:.1f} s past the start; give it more --lead"})
         return
@@ -606,22 +627,35 @@ def lag_trend(samples: list[dict[str, Any]], group: str) -> dict[str, float]:
     }
 
 
-def growing(trend: Mapping[str, float], events_per_s: float) -> bool:
-    """A backlog that grows: over the window, the fitted growth is more than half the mean lag
-    and more than two seconds of the group's input."""
-    if not trend:
-        return True
-    growth = trend["slope_per_s"] * trend["seconds"]
-    return growth > max(0.5 * trend["mean"], 2 * events_per_s, 100)
+def sustained(trends: Mapping[str, Mapping[str, float]]) -> bool:
+    """No group's lag grows over the window: each one's least-squares slope is under
+    ``SUSTAINED_SLOPE`` events/s (a group without enough samples is not sustained)."""
+    return all(trend and trend["slope_per_s"] < SUSTAINED_SLOPE for trend in trends.values())
 
 
-def live(
-    bootstrap: str, redis_url: str, tables: int, seconds: float, instances: int, per_table: int, lead: float | None, seed: int
-) -> dict[str, Any]:
-    inject = injections(tables, per_table)
+@dataclass(frozen=True)
+class LiveSpec:
+    """One live run: ``tables`` at real pace for ``seconds`` of play (the first
+    ``WARMUP_SECONDS`` not measured)."""
+
+    tables: int
+    seconds: float
+    instances: int = 1
+    per_table: int = 4  # injected irregularities a table
+    lead: float | None = None  # seconds from the start to the floor's first action (generating)
+    seed: int = 1
+    prometheus_port: int = 9090  # the stack's, to find its process
+    profile: Path | None = None  # py-spy's profiles of each process go here
+
+
+def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
+    tables, seconds = spec.tables, spec.seconds
+    if seconds < WARMUP_SECONDS + 30:
+        raise SystemExit(f"--seconds {seconds:g}: the first {WARMUP_SECONDS:.0f} s are warm-up; give at least {WARMUP_SECONDS + 30:.0f}")
+    inject = injections(tables, spec.per_table)
     # Generating runs at ~700 rounds/s on a free core: give it three times that, and 20 s.
-    lead = lead if lead is not None else 20 + 3 * tables * seconds / 50 / 700
-    with Pipeline(bootstrap, redis_url, instances=instances) as pipeline:
+    lead = spec.lead if spec.lead is not None else 20 + 3 * tables * seconds / PACE / 700
+    with Pipeline(bootstrap, redis_url, instances=spec.instances) as pipeline:
         alerts = Alerts(pipeline)
         alerts.start()
         alerts.ready.wait(60)
@@ -630,8 +664,8 @@ def live(
             PlaySpec(
                 tables,
                 1,
-                seed,
-                50.0,
+                spec.seed,
+                PACE,
                 seconds,
                 inject,
                 start,
@@ -640,35 +674,56 @@ def live(
                 pipeline.device_keys,
             )
         )
+        stack = stack_pids(bootstrap, redis_url, spec.prometheus_port)
+        if len(stack) < len(STACK):
+            say(f"not measured (not found by port or in .stack/): {', '.join(sorted(STACK.keys() - stack.keys()))}")
+        rss = PeakRss({"simulator": simulator.pid, **stack})  # the pipeline's own processes: their VmHWM
+        rss.start()
         generated = simulator.generated()
+        round_ends = [start + t for t in generated.pop("round_ends")]
         offsets = Offsets(pipeline)
         offsets.start()
+        say(f"{tables} tables: {generated['rounds']} rounds generated; play starts in {max(start - time.time(), 0):.0f} s")
+        # What the processes use idle (connected, polling, scraped), before play: the part of
+        # the cost per round that is paid by the second, whatever the floor.
+        idle_pids = {**pipeline.pids(), **stack}
+        idle_from, idle_before = time.time(), cpu_seconds(idle_pids)
+        time.sleep(max(start - time.time(), 0))
+        idle_after, idle_span = cpu_seconds(idle_pids), time.time() - idle_from
         time.sleep(max(start + WARMUP_SECONDS - time.time(), 0))
         pipeline.check_alive()
         before = {
             metric: pipeline.histogram(metric)
             for metric in ("surveil_detection_latency_seconds", "surveil_detection_queue_latency_seconds", "surveil_alert_latency_seconds")
         }
-        cpu_before, sim_cpu_before, bench_cpu_before = pipeline.cpu_seconds(), proc_cpu_seconds(simulator.pid), time.process_time()
+        measured = {**pipeline.pids(), "simulator": simulator.pid, **stack}
+        cpu_before, bench_cpu_before = cpu_seconds(measured), time.process_time()
         window_start = time.time()
+        profiles = Profiles(spec.profile / f"{tables}-tables", pipeline.pids() | {"simulator": simulator.pid}) if spec.profile else None
+        if profiles:
+            profiles.start(start + seconds - window_start)
         loads = [load_average()]
         while time.time() < start + seconds:
             time.sleep(min(10, max(start + seconds - time.time(), 0)))
             loads.append(load_average())
             pipeline.check_alive()
+            say(progress(tables, time.time() - window_start, start + seconds - window_start, offsets, loads[-1][0]))
         window_end = time.time()
         after = {metric: pipeline.histogram(metric) for metric in before}
-        cpu_after, sim_cpu_after = pipeline.cpu_seconds(), proc_cpu_seconds(simulator.pid)
+        cpu_after = cpu_seconds(measured)
         bench_cpu = time.process_time() - bench_cpu_before
+        profiled = profiles.finish() if profiles else {}
         played = simulator.result()
         window = [s for s in offsets.samples if window_start <= s["t"] <= window_end]
         # Then until the backlog is gone (what was left at the end of play), for the alerts of the last rounds.
+        say(f"{tables} tables: play over; waiting for the groups to consume what is left")
         drained_at = drain(pipeline, offsets, timeout=600)
         time.sleep(3)
         stop_watching(offsets, alerts)
-        peak = pipeline.peak_rss_mb()
+        peak = {**pipeline.peak_rss_mb(), **rss.peak_mb()}
 
     span = window_end - window_start
+    rounds = sum(window_start <= t <= window_end for t in round_ends)
     produced = (
         {
             t: (window[-1]["produced"].get(t, 0) - window[0]["produced"].get(t, 0)) / (window[-1]["t"] - window[0]["t"])
@@ -698,28 +753,35 @@ def live(
     ]
     found = {(a.subject, a.data.rule) for _, a in alerts.arrivals}
     missed = [label for label in played["labels"] if (label[0], label[1]) not in found]
-    measured = {metric: histogram_delta(after[metric], before[metric]) for metric in before}
-    cpu = {name: (cpu_after[name] - cpu_before.get(name, 0.0)) / span for name in cpu_after}
-    cpu["simulator"] = (sim_cpu_after - sim_cpu_before) / span
-    cpu["bench (alerts, offsets)"] = bench_cpu / span
-    sustained = all(not growing(trends[g], consumed.get(g, 0.0)) for g in CONSUMERS)
+    histograms = {metric: histogram_delta(after[metric], before[metric]) for metric in before}
+    used = {name: cpu_after[name] - cpu_before[name] for name in cpu_after if name in cpu_before}
+    cpu_ms = {name: 1000 * s / rounds for name, s in used.items()} if rounds else {}
+    if cpu_ms:
+        cpu_ms["total"] = sum(cpu_ms.values())
+    cpu = {name: s / span for name, s in used.items()}
+    cpu["bench (alerts, offsets)"] = bench_cpu / span  # the measuring, not in the total
     return {
         "mode": "live",
         "tables": tables,
         "seconds": seconds,
-        "instances": instances,
+        "instances": spec.instances,
+        "pace_seconds_per_round": PACE,
         "window_seconds": span,
         "generated": generated,
         "played": {k: v for k, v in played.items() if k != "labels"},
         "rounds_per_s": generated["rounds"] / seconds,
+        "rounds_in_window": rounds,
+        "rounds_per_s_window": rounds / span,
+        "events_per_round": sum(produced.values()) * span / rounds if rounds else math.nan,
         "produced_per_s": produced,
         "consumed_per_s": consumed,
         "lag": trends,
-        "sustained": sustained,
+        "sustained": sustained(trends),
+        "sustained_bound_events_per_s": SUSTAINED_SLOPE,
         "drain_seconds": drained_at - window_end if drained_at else None,
-        "detection_latency": latency_summary(measured["surveil_detection_latency_seconds"]),
-        "detection_since_published": latency_summary(measured["surveil_detection_queue_latency_seconds"]),
-        "alert_latency_service": latency_summary(measured["surveil_alert_latency_seconds"]),
+        "detection_latency": latency_summary(histograms["surveil_detection_latency_seconds"]),
+        "detection_since_published": latency_summary(histograms["surveil_detection_queue_latency_seconds"]),
+        "alert_latency_service": latency_summary(histograms["surveil_alert_latency_seconds"]),
         "alert_latency_end_to_end": {
             "alerts": len(everything),
             "p50": percentile(everything, 0.5),
@@ -737,9 +799,51 @@ def live(
         "alerts_distinct": len(alerts.distinct()),
         "alerts_received": len(alerts.arrivals),
         "cpu_share": cpu,
+        "cpu_ms_per_round": cpu_ms,
+        "idle_cpu_share": {n: (idle_after[n] - idle_before[n]) / idle_span for n in idle_after if n in idle_before}
+        if idle_span > 3
+        else {},
+        "idle_seconds": idle_span,
         "peak_rss_mb": peak,
+        "stack_pids": stack,
+        "profiles": profiled,
         "load_average": {"min": min(x[0] for x in loads), "max": max(x[0] for x in loads), "start": loads[0], "end": loads[-1]},
     }
+
+
+def progress(tables: int, elapsed: float, window: float, offsets: Offsets, load: float) -> str:
+    last = offsets.samples[-1] if offsets.samples else {"lag": {}}
+    lags = ", ".join(f"{g} {last['lag'][g]}" for g in CONSUMERS if g in last["lag"])
+    return f"{tables} tables: {elapsed:.0f} of {window:.0f} s measured; lag {lags or 'not read yet'}; load {load:.1f}"
+
+
+def summary(result: Mapping[str, Any]) -> str:
+    """A live run's figures, as the issue asks for them, for a person to read."""
+
+    def ms(seconds: float) -> str:
+        return "n/a" if math.isnan(seconds) else f"{1000 * seconds:.0f} ms"
+
+    e2e, detection, load = result["alert_latency_end_to_end"], result["detection_latency"], result["load_average"]
+    slopes = ", ".join(f"{g} {t['slope_per_s']:+.2f}" if t else f"{g} (too few samples)" for g, t in result["lag"].items())
+    lines = [
+        f"{result['tables']} tables at a round every {result['pace_seconds_per_round']:g} s a table: "
+        f"{result['rounds_per_s_window']:.1f} rounds/s over the {result['window_seconds']:.0f} s window "
+        f"({result['events_per_round']:.1f} events a round); load average {load['min']:.1f} - {load['max']:.1f}",
+        f"  sustained: {'yes' if result['sustained'] else 'NO'} (lag slope, events/s: {slopes}; under {result['sustained_bound_events_per_s']:g} is sustained)",
+        f"  card read to alert: p50 {ms(e2e['p50'])}, p99 {ms(e2e['p99'])} over {e2e['alerts']} alerts; "
+        f"{result['labels'] - result['labels_missed']} of {result['labels']} injected irregularities found",
+        f"  detectors, event to processed: p99 {ms(detection['p99'])} ({100 * detection['within_100ms']:.0f} % within 100 ms)",
+        f"  {'process':<26}{'CPU ms/round':>13}{'% of a core':>13}{'peak RSS MB':>13}",
+    ]
+    for name, share in result["cpu_share"].items():
+        per_round, rss = result["cpu_ms_per_round"].get(name), result["peak_rss_mb"].get(name)
+        per_round_text, rss_text = "-" if per_round is None else f"{per_round:.2f}", "-" if rss is None else f"{rss:.0f}"
+        lines.append(f"  {name:<26}{per_round_text:>13}{100 * share:>13.1f}{rss_text:>13}")
+    lines.append(f"  {'total (without the bench)':<26}{result['cpu_ms_per_round'].get('total', math.nan):>13.2f}")
+    if result["idle_cpu_share"]:
+        idle = ", ".join(f"{n} {100 * share:.1f} %" for n, share in result["idle_cpu_share"].items())
+        lines.append(f"  idle before play ({result['idle_seconds']:.0f} s), % of a core: {idle}")
+    return "\n".join(lines)
 
 
 def stop_watching(*watchers: Any) -> None:
@@ -922,19 +1026,40 @@ def show(result: dict[str, Any]) -> str:
     return json.dumps(result, indent=1, default=lambda o: o if not isinstance(o, float) else round(o, 4), sort_keys=False)
 
 
+def write_sweep(path: Path, results: list[dict[str, Any]]) -> None:
+    """The runs so far as one JSON document (rewritten after each run: a stopped sweep keeps
+    the sizes it finished), with the command and the date."""
+    document = {
+        "command": " ".join(["bench/pipeline.py", *sys.argv[1:]]),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "cores": os.cpu_count(),
+        "runs": results,
+    }
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(json.dumps(document, indent=1) + "\n")
+    partial.replace(path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
     parser.add_argument("--redis", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
     parser.add_argument("--instances", type=int, default=1, help="instances of each consumer service (one consumer group each)")
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--json", type=Path, help="append each result here as one JSON line")
+    parser.add_argument("--json", type=Path, help="write the runs here, one JSON document (bench/plot_sweep.py reads it)")
     sub = parser.add_subparsers(dest="mode", required=True)
     p_live = sub.add_parser("live", help="N tables at real pace")
-    p_live.add_argument("--tables", default="1000", help="comma-separated table counts, one run each")
+    p_live.add_argument("--tables", default="1000", help="comma-separated table counts, one run each (a sweep)")
     p_live.add_argument("--seconds", type=float, default=300, help="table time played (the first 60 s are warm-up)")
     p_live.add_argument("--injections", type=int, default=4, help="irregularities per table, one after the other")
     p_live.add_argument("--lead", type=float, help="seconds between the start and the floor's first action (generation)")
+    p_live.add_argument(
+        "--prometheus-port",
+        type=int,
+        default=int(os.environ.get("PROMETHEUS_PORT", "9090")),
+        help="the stack's Prometheus, to find its process (env PROMETHEUS_PORT, default 9090)",
+    )
+    p_live.add_argument("--profile", type=Path, help="py-spy each service and the floor over the measured window into DIR/N-tables/")
     p_full = sub.add_parser("full-speed", help="a floor as fast as it goes")
     p_full.add_argument("--tables", type=int, default=100)
     p_full.add_argument("--shoes", type=int, default=1)
@@ -942,22 +1067,26 @@ def main() -> None:
     p_full.add_argument("--check", action="store_true", help="compare table events, settlements and alerts with the offline reference")
     args = parser.parse_args()
 
-    results = []
+    results: list[dict[str, Any]] = []
     if args.mode == "live":
-        for tables in [int(n) for n in args.tables.split(",") if n]:
-            results.append(live(args.bootstrap, args.redis, tables, args.seconds, args.instances, args.injections, args.lead, args.seed))
+        sizes = [int(n) for n in args.tables.split(",") if n]
+        for number, tables in enumerate(sizes, 1):
+            say(f"run {number} of {len(sizes)}: {tables} tables, {args.seconds:g} s of play at a round every {PACE:g} s a table")
+            spec = LiveSpec(tables, args.seconds, args.instances, args.injections, args.lead, args.seed, args.prometheus_port, args.profile)
+            results.append(live(args.bootstrap, args.redis, spec))
             print(show(results[-1]), flush=True)
+            print(summary(results[-1]), flush=True)
             if args.json:
-                with args.json.open("a") as out:
-                    out.write(json.dumps(results[-1]) + "\n")
+                write_sweep(args.json, results)
+        if len(results) > 1:
+            print("\nthe sweep:\n" + "\n".join(summary(r) for r in results), flush=True)
     else:
         results.append(
             full_speed(args.bootstrap, args.redis, args.tables, args.shoes, args.instances, args.seed, args.check, args.injections)
         )
         print(show(results[-1]), flush=True)
         if args.json:
-            with args.json.open("a") as out:
-                out.write(json.dumps(results[-1]) + "\n")
+            write_sweep(args.json, results)
 
 
 if __name__ == "__main__":

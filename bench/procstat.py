@@ -1,0 +1,128 @@
+"""What processes use, read from /proc: CPU seconds (utime + stime), resident memory, the load
+average, and which process listens on a port (to find the broker, Redis and Prometheus of the
+stack a benchmark talks to, whichever folder started it)."""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from urllib.parse import urlsplit
+
+ROOT = Path(__file__).resolve().parents[1]
+# The stack's own processes (ops/stack.sh): the pid file under .stack/, a word of the command line.
+STACK = {
+    "kafka": ("kafka/kafka.pid", "kafka.Kafka"),
+    "redis": ("redis/redis.pid", "redis-server"),
+    "prometheus": ("prometheus/prometheus.pid", "prometheus"),
+}
+
+
+def load_average() -> tuple[float, float, float]:
+    one, five, fifteen = Path("/proc/loadavg").read_text().split()[:3]
+    return float(one), float(five), float(fifteen)
+
+
+def proc_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def proc_status(pid: int, field_name: str) -> int:
+    """A ``kB`` figure of /proc/<pid>/status (VmHWM: peak resident set, VmRSS: now)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(field_name + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def cpu_seconds(pids: Mapping[str, int]) -> dict[str, float]:
+    """Each live process' CPU seconds so far (a process gone is left out)."""
+    used = {}
+    for name, pid in pids.items():
+        try:
+            used[name] = proc_cpu_seconds(pid)
+        except (FileNotFoundError, ProcessLookupError):
+            pass
+    return used
+
+
+def listening_pid(port: int) -> int | None:
+    """The process listening on TCP ``port`` (any address), from /proc/net/tcp{,6} and the
+    processes' socket descriptors; None if none is, or it is not ours to see."""
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rpartition(":")[2], 16) == port:  # 0A: LISTEN
+                inodes.add(f"socket:[{fields[9]}]")
+    if not inodes:
+        return None
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            for fd in (proc / "fd").iterdir():
+                if os.readlink(fd) in inodes:
+                    return int(proc.name)
+        except (FileNotFoundError, PermissionError, ProcessLookupError):
+            continue
+    return None
+
+
+def _from_pid_file(stack_dir: Path, name: str) -> int | None:
+    file, word = STACK[name]
+    try:
+        pid = int((stack_dir / file).read_text().strip())
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except (FileNotFoundError, ValueError):
+        return None
+    return pid if word in cmdline else None  # a recycled pid is not the stack's
+
+
+def stack_pids(bootstrap: str, redis_url: str, prometheus_port: int, stack_dir: Path = ROOT / ".stack") -> dict[str, int]:
+    """The broker, Redis and Prometheus this benchmark talks to: the process listening on each's
+    port, else the pid file of the stack in ``stack_dir``. Those not found are left out."""
+    ports = {
+        "kafka": int(bootstrap.split(",")[0].rpartition(":")[2]),
+        "redis": urlsplit(redis_url).port or 6379,
+        "prometheus": prometheus_port,
+    }
+    found = {}
+    for name, port in ports.items():
+        pid = listening_pid(port) or _from_pid_file(stack_dir, name)
+        if pid is not None:
+            found[name] = pid
+    return found
+
+
+class PeakRss(threading.Thread):
+    """The largest resident set of each process, sampled every ``interval`` s until stopped: for
+    long-lived processes (the broker), whose VmHWM holds the peaks of earlier runs."""
+
+    def __init__(self, pids: Mapping[str, int], interval: float = 2.0) -> None:
+        super().__init__(daemon=True)
+        self.pids = dict(pids)
+        self.interval = interval
+        self.peak_kb: dict[str, int] = {}
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while True:
+            for name, pid in self.pids.items():
+                try:
+                    self.peak_kb[name] = max(self.peak_kb.get(name, 0), proc_status(pid, "VmRSS"))
+                except (FileNotFoundError, ProcessLookupError):
+                    pass
+            if self.stop.wait(self.interval):
+                return
+
+    def peak_mb(self) -> dict[str, float]:
+        self.stop.set()
+        self.join()
+        return {name: kb / 1024 for name, kb in self.peak_kb.items()}
