@@ -110,7 +110,7 @@ class Router:
     def owner(self, line: bytes) -> int:
         try:
             table_id = self.envelope.decode(line).subject
-        except (msgspec.ValidationError, msgspec.DecodeError):
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
             return 0
         if not table_id:
             return 0

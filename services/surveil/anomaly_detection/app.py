@@ -488,7 +488,7 @@ def chart_record(name: str, partition: int, offset: int, key: bytes | None, raw:
     letter; never an exception (``watch_record``)."""
     try:
         fact: Fact = _facts.decode(raw or b"")
-    except msgspec.DecodeError as error:
+    except (msgspec.DecodeError, RecursionError) as error:
         return [_dead_letter(name, partition, offset, key, raw or b"", codec.InvalidEventError(f"not a pattern fact: {error}"))]
     try:
         fact_key = fact.key.encode()

@@ -493,7 +493,7 @@ def create_app(console: Console) -> Starlette:
             return PlainTextResponse("too large", status_code=413)
         try:
             hook = msgspec.json.decode(body, type=AmWebhook)
-        except (msgspec.ValidationError, msgspec.DecodeError) as error:
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError) as error:
             return PlainTextResponse(f"not an Alertmanager webhook: {error}", status_code=400)
         if hook.version != "4":
             return PlainTextResponse(f"webhook version {hook.version}, not 4", status_code=400)

@@ -39,6 +39,8 @@ def decode(raw: bytes | str) -> Event:
         event: Event = _decoder.decode(raw)
     except (msgspec.ValidationError, msgspec.DecodeError) as error:
         raise InvalidEventError(str(error)) from None
+    except RecursionError:  # msgspec's for JSON nested deeper than it recurses: no event is
+        raise InvalidEventError("JSON nested too deeply to be an event") from None
     return event
 
 

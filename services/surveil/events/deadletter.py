@@ -91,4 +91,12 @@ def _cut(text: str) -> str:
 
 
 encode = msgspec.json.Encoder().encode
-decode = msgspec.json.Decoder(DeadLetter).decode
+_decoder = msgspec.json.Decoder(DeadLetter)
+
+
+def decode(raw: bytes) -> DeadLetter:
+    """The dead letter in ``raw``; ``msgspec.DecodeError`` for anything else, however it is nested."""
+    try:
+        return _decoder.decode(raw)
+    except RecursionError:
+        raise msgspec.DecodeError("JSON nested too deeply to be a dead letter") from None

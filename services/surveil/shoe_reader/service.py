@@ -138,7 +138,7 @@ def _sequence(record: Any) -> tuple[str, int] | None:
     try:
         table_id = record.key.decode()
         seq = _id_decoder.decode(record.value or b"").id.rpartition(":")[2]
-    except (AttributeError, UnicodeDecodeError, msgspec.DecodeError):
+    except (AttributeError, UnicodeDecodeError, msgspec.DecodeError, RecursionError):
         return None
     return (table_id, int(seq)) if seq.isascii() and seq.isdigit() else None
 

@@ -143,12 +143,21 @@ def test_records_the_detectors_cannot_use_on_any_of_their_topics_are_dead_letter
 def test_the_shoe_reader_learns_its_last_sequences_whatever_else_the_shoe_topic_holds(deployment: Deployment) -> None:
     """At its start the shoe-reader reads the tail of ``baccarat.shoe`` for the last sequence it
     published per table: a record there that is not its own (no key, not JSON, an id without a
-    sequence) stopped it from starting at all."""
+    sequence, JSON nested too deeply to decode) stopped it from starting at all."""
     now = datetime.now(UTC)
     started = codec.make(
         m.ShoeStarted, m.ShoeStartedData(table_id="T01", shoe_id="S1", decks=8, automatic=False), id="T01:S1:7", source="t", time=now
     )
-    for key, value in [(None, b"x"), (b"T01", b"\xff"), (b"T01", None), (b"T01", b'{"id": "T01:S1:x"}'), (b"\xff", b'{"id": "T02:S1:3"}')]:
+    nested = b'{"a":' * 100_000 + b"1" + b"}" * 100_000  # deeper than msgspec recurses
+    junk = [
+        (None, b"x"),
+        (b"T01", b"\xff"),
+        (b"T01", None),
+        (b"T01", b'{"id": "T01:S1:x"}'),
+        (b"\xff", b'{"id": "T02:S1:3"}'),
+        (b"T01", nested),
+    ]
+    for key, value in junk:
         send(deployment, topics.SHOE, key, value, [])
     send(deployment, topics.SHOE, b"T01", codec.encode(started), [])
     settings = dataclasses.replace(

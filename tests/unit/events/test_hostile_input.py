@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import event_samples as samples
+import msgspec
 import pytest
 from kafka.record.default_records import DefaultRecordBatchBuilder
 
@@ -64,3 +65,15 @@ def test_a_round_opened_naming_no_shipped_profile_is_an_invalid_event_whatever_t
     raw["data"]["profile"] = profile
     with pytest.raises(codec.InvalidEventError, match="no house profile"):
         codec.decode(json.dumps(raw).encode())
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_json_nested_too_deeply_is_an_invalid_event_or_no_dead_letter_not_a_recursion_error(depth: int) -> None:
+    """msgspec raises RecursionError for JSON nested deeper than it recurses; the fuzzing found
+    the detectors logging it as an internal error, and the shoe-reader's start, which reads past
+    records not its own, stopped on it."""
+    nested = b'{"a":' * depth + b"1" + b"}" * depth
+    with pytest.raises(codec.InvalidEventError, match="nested too deeply|depth"):
+        codec.decode(nested)
+    with pytest.raises(msgspec.DecodeError):
+        deadletter.decode(nested)
