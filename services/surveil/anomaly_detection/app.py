@@ -151,8 +151,8 @@ app = App(
 )
 
 alerts_topic = app.topic(settings.topic(topics.ALERTS), key_type=bytes, value_type=bytes)
-DEADLETTERS = topics.deadletter_topic(SERVICE)
-deadletters_topic = app.topic(settings.topic(DEADLETTERS), key_type=bytes, value_type=bytes)
+DEADLETTER_TOPIC = topics.deadletter_topic(SERVICE)
+deadletters_topic = app.topic(settings.topic(DEADLETTER_TOPIC), key_type=bytes, value_type=bytes)
 FACTS = f"{SERVICE}-facts"
 facts_topic = app.topic(settings.topic(FACTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True)
 # Pattern alerts go back to their table's watch, which chains every alert of the table in order.
@@ -165,14 +165,14 @@ pattern_alerts_topic = app.topic(
 REFUSALS = {topics.deadletter_topic(service): service for service in ARTICLES}
 WATCHED = (topics.SHOE, topics.TABLE, topics.SETTLEMENT, PATTERN_ALERTS, *REFUSALS)
 streams = app.topic(*(settings.topic(name) for name in WATCHED), key_type=bytes, value_type=bytes)
-TOPICS = {topics.ALERTS: alerts_topic, DEADLETTERS: deadletters_topic, "facts": facts_topic, PATTERN_ALERTS: pattern_alerts_topic}
+TOPICS = {topics.ALERTS: alerts_topic, DEADLETTER_TOPIC: deadletters_topic, "facts": facts_topic, PATTERN_ALERTS: pattern_alerts_topic}
 # What each record's value is (events/topics.py): the pattern alerts are events, the facts and the
 # tables' values this service's own MessagePack. Each send gets a list of its own (faust may add
 # to the one it is given).
 MSGPACK_HEADERS = ((topics.CONTENT_TYPE, topics.MSGPACK),)
 HEADERS = {
     topics.ALERTS: tuple(topics.headers(topics.ALERTS)),
-    DEADLETTERS: tuple(topics.headers(DEADLETTERS)),
+    DEADLETTER_TOPIC: tuple(topics.headers(DEADLETTER_TOPIC)),
     "facts": MSGPACK_HEADERS,
     PATTERN_ALERTS: tuple(topics.headers(topics.ALERTS)),
 }
@@ -284,7 +284,7 @@ def _dead_letter(name: str, partition: int | None, offset: int, key: bytes | Non
 def _fitting(output: Output, name: str, partition: int | None, offset: int) -> Output:
     """An output, or its dead letter if it is too large for the broker (its send would fail, and
     the worker with it, at every restart)."""
-    if output.topic == DEADLETTERS or topics.fits(output.key, output.value):
+    if output.topic == DEADLETTER_TOPIC or topics.fits(output.key, output.value):
         return output
     reason = (
         f"its output to {output.topic} is {len(output.key) + len(output.value):,} bytes, over the broker's maximum record: not published"
@@ -306,7 +306,7 @@ def _letter(name: str, partition: int | None, offset: int, key: bytes | None, pa
         key=key.decode(errors="replace") if key else None,
         kind=kind,
     )
-    return Output(f"{name}:{offset}", DEADLETTERS, deadletter.record_key(key), deadletter.encode(letter))
+    return Output(f"{name}:{offset}", DEADLETTER_TOPIC, deadletter.record_key(key), deadletter.encode(letter))
 
 
 _TABLE_STREAMS = {settings.topic(name): name for name in (topics.SHOE, topics.TABLE, topics.SETTLEMENT)}
