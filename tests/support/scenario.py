@@ -306,3 +306,34 @@ def lines(events: Iterable[m.Event]) -> list[bytes]:
 
 def cards(*codes: str) -> list[Card]:
     return [CARDS[c] for c in codes]
+
+
+BANKER_NATURAL = ["2H", "8C", "3D", "KS"]  # P 5, B 8: nobody draws
+
+
+def table(build: Callable[[Scenario], None], **options: Any) -> list[m.Event]:
+    """A shoe with the right burn, one legal round, the round under test, then the cut card, the
+    last round and the shoe's end."""
+    s = Scenario(**options)
+    s.start_shoe()
+    s.round(BANKER_NATURAL, [BetSpec("P1", Spot.BANKER, 1000)])
+    build(s)
+    s.cut_card()
+    s.round(["9H", "2C", "KD", "5S"], [BetSpec("P1", Spot.PLAYER, 500)])
+    s.end_shoe()
+    return s.log()
+
+
+def banker_natural_from(pack: list[str]) -> list[str]:
+    """Take four cards out of ``pack`` dealing Player 6 or 7 against a Banker natural."""
+    for i, p1 in enumerate(pack):
+        for j, p2 in enumerate(pack):
+            if i != j and (CARDS[p1].points + CARDS[p2].points) % 10 in (6, 7):
+                rest = [c for k, c in enumerate(pack) if k not in (i, j)]
+                for a, b1 in enumerate(rest):
+                    for b, b2 in enumerate(rest):
+                        if a != b and (CARDS[b1].points + CARDS[b2].points) % 10 in (8, 9):
+                            for card in (p1, p2, b1, b2):
+                                pack.remove(card)
+                            return [p1, b1, p2, b2]
+    raise AssertionError("pack exhausted")

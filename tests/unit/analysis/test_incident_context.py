@@ -8,7 +8,7 @@ import random
 import msgspec
 import pytest
 
-from support.scenario import BetSpec, Scenario, lines
+from support.scenario import BANKER_NATURAL, BetSpec, Scenario, banker_natural_from, lines, table
 from surveil.analysis import incident as inc
 from surveil.analysis.incident import IncidentCollector, common_run, correct_play, play_differences, rules_give
 from surveil.analysis.replay import ReplayResult, replay
@@ -20,7 +20,6 @@ from surveil.events import codec
 from surveil.events import models as m
 
 PLAYER_DRAWS = ["2H", "3C", "3D", "KS", "4H", "5C"]  # P 2+3=5 draws 4 -> 9; B 3 draws on a 4 -> 8
-BANKER_NATURAL = ["2H", "8C", "3D", "KS"]  # P 5, B 8: nobody draws
 
 
 def collect(events: list[m.Event], profile: str | None = None) -> tuple[IncidentCollector, ReplayResult, list[bytes]]:
@@ -40,18 +39,6 @@ def collect(events: list[m.Event], profile: str | None = None) -> tuple[Incident
 def one(collector: IncidentCollector, rule: str) -> inc.Incident:
     [found] = [i for i in collector.incidents if i.data.rule == rule]
     return found
-
-
-def table(build, **options: object) -> list[m.Event]:  # type: ignore[no-untyped-def]
-    """A shoe with the right burn, a legal round, the round under test, the cut card, the last round."""
-    s = Scenario(**options)  # type: ignore[arg-type]
-    s.start_shoe()
-    s.round(BANKER_NATURAL, [BetSpec("P1", Spot.BANKER, 1000)])
-    build(s)
-    s.cut_card()
-    s.round(["9H", "2C", "KD", "5S"], [BetSpec("P1", Spot.PLAYER, 500)])
-    s.end_shoe()
-    return s.log()
 
 
 def banker_draws_on_3_against_an_8(s: Scenario) -> None:
@@ -275,21 +262,6 @@ def test_an_outcome_drift_keeps_the_shoes_outcomes() -> None:
     assert found.shoe is not None and found.drift_shoes == [found.shoe]
     assert found.evidence["observed"] == {"banker": 40, "player": 0, "tie": 0}
     assert found.shoe.outcomes == b"B" * 40
-
-
-def banker_natural_from(pack: list[str]) -> list[str]:
-    """Four cards out of ``pack`` dealing Player 6 or 7 against a Banker natural."""
-    for i, p1 in enumerate(pack):
-        for j, p2 in enumerate(pack):
-            if i != j and (CARDS[p1].points + CARDS[p2].points) % 10 in (6, 7):
-                rest = [c for k, c in enumerate(pack) if k not in (i, j)]
-                for a, b1 in enumerate(rest):
-                    for b, b2 in enumerate(rest):
-                        if a != b and (CARDS[b1].points + CARDS[b2].points) % 10 in (8, 9):
-                            for card in (p1, p2, b1, b2):
-                                pack.remove(card)
-                            return [p1, b1, p2, b2]
-    raise AssertionError("pack exhausted")
 
 
 def test_settlements_of_a_round_never_opened_do_not_break_the_page() -> None:

@@ -14,7 +14,7 @@ import pytest
 from click.testing import CliRunner
 from incident_dom import Node, parse
 
-from support.scenario import BetSpec, Scenario, lines
+from support.scenario import BANKER_NATURAL, BetSpec, Scenario, lines, table
 from surveil.analysis.incident import IncidentCollector, card_text
 from surveil.analysis.replay import replay
 from surveil.analysis.report import stake_of
@@ -27,7 +27,6 @@ from surveil.events import models as m
 
 INJECTED = ("DRAW_BANKER_EXTRA", "PAYOUT_MISMATCH", "SQUEEZE_HOLDER", "SHOE_REPEAT", "BURN_COUNT", "CUT_CARD_DEPTH")
 PLAYER_DRAWS = ["2H", "3C", "3D", "KS", "4H", "5C"]  # P 2+3=5 draws 4 -> 9; B 3 draws on a 4 -> 8
-BANKER_NATURAL = ["2H", "8C", "3D", "KS"]
 
 
 class Floor:
@@ -66,17 +65,6 @@ def page_of(events: list[m.Event], name: str = "scripted.jsonl") -> tuple[Node, 
     collector = IncidentCollector(name)
     result = replay(iter(lines(events)), on_event=collector.event, on_alert=collector.alert)
     return parse(collector.render(result)), result.alerts
-
-
-def table(build, **options: object) -> list[m.Event]:  # type: ignore[no-untyped-def]
-    s = Scenario(**options)  # type: ignore[arg-type]
-    s.start_shoe()
-    s.round(BANKER_NATURAL, [BetSpec("P1", Spot.BANKER, 1000)])
-    build(s)
-    s.cut_card()
-    s.round(["9H", "2C", "KD", "5S"], [BetSpec("P1", Spot.PLAYER, 500)])
-    s.end_shoe()
-    return s.log()
 
 
 def money_round(s: Scenario) -> None:

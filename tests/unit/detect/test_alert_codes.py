@@ -11,10 +11,9 @@ import msgspec
 import pytest
 from rich.console import Console
 
-from support.scenario import BetSpec, Scenario, lines
+from support.scenario import BANKER_NATURAL, BetSpec, Scenario, banker_natural_from, lines, table
 from surveil.analysis.replay import replay
 from surveil.analysis.report import render
-from surveil.core.cards import CARDS
 from surveil.core.findings import AlertCode
 from surveil.core.money import Rounding, RoundTotals, Settlement, Spot, SqueezeHolder
 from surveil.core.play import Coup
@@ -23,7 +22,6 @@ from surveil.core.shoe import shuffled_shoe
 from surveil.events import models as m
 
 PLAYER_DRAWS = ["2H", "3C", "3D", "KS", "4H", "5C"]  # P 2+3=5 draws 4 -> 9; B 3 draws on a 4 -> 8
-BANKER_NATURAL = ["2H", "8C", "3D", "KS"]  # P 5, B 8: nobody draws
 TIE = ["KH", "7C", "7D", "QS"]  # 7 and 7, both stand
 
 
@@ -35,19 +33,6 @@ def alerts(events: list[m.Event], profile: str | None = None) -> list[m.AlertRai
 
 def rules(events: list[m.Event]) -> set[str]:
     return {alert.data.rule for alert in alerts(events)}
-
-
-def table(build: Callable[[Scenario], None], **options: object) -> list[m.Event]:
-    """A shoe with the right burn, one legal round, the round under test, then the cut card, the
-    last round and the shoe's end."""
-    s = Scenario(**options)  # type: ignore[arg-type]
-    s.start_shoe()
-    s.round(BANKER_NATURAL, [BetSpec("P1", Spot.BANKER, 1000)])
-    build(s)
-    s.cut_card()
-    s.round(["9H", "2C", "KD", "5S"], [BetSpec("P1", Spot.PLAYER, 500)])
-    s.end_shoe()
-    return s.log()
 
 
 def check(code: AlertCode, bent: list[m.Event], legal: list[m.Event]) -> None:
@@ -706,24 +691,9 @@ def test_outcome_drift_a_shoe_stacked_for_the_banker() -> None:
     s.start_shoe()
     pack = [c.code for c in shuffled_shoe(8, rng)]
     for _ in range(40):
-        s.round(_banker_natural_from(pack))
+        s.round(banker_natural_from(pack))
     s.end_shoe()
     check(AlertCode.OUTCOME_DRIFT, s.log(), _legal_shoe(5))
-
-
-def _banker_natural_from(pack: list[str]) -> list[str]:
-    """Take four cards out of ``pack`` dealing Player 6 or 7 against a Banker natural."""
-    for i, p1 in enumerate(pack):
-        for j, p2 in enumerate(pack):
-            if i != j and (CARDS[p1].points + CARDS[p2].points) % 10 in (6, 7):
-                rest = [c for k, c in enumerate(pack) if k not in (i, j)]
-                for a, b1 in enumerate(rest):
-                    for b, b2 in enumerate(rest):
-                        if a != b and (CARDS[b1].points + CARDS[b2].points) % 10 in (8, 9):
-                            for card in (p1, p2, b1, b2):
-                                pack.remove(card)
-                            return [p1, b1, p2, b2]
-    raise AssertionError("pack exhausted")
 
 
 def _legal_shoe(seed: int) -> list[m.Event]:
