@@ -297,6 +297,15 @@ def dashboard(
 # Colour steps and value mappings used more than once.
 ALARM_AT_1 = (("green", None), ("red", 1))
 UP_DOWN = [{"type": "value", "options": {"0": {"text": "down", "color": "red"}, "1": {"text": "up", "color": "green"}}}]
+# A stat panel showing each series as its own coloured light, named (one per service).
+PER_SERIES_LIGHTS = {
+    "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+    "colorMode": "background",
+    "graphMode": "none",
+    "justifyMode": "center",
+    "orientation": "vertical",
+    "textMode": "value_and_name",
+}
 SIGNATURES_CHECKED = [
     {"type": "value", "options": {"0": {"text": "OFF: devices unchecked", "color": "red"}, "1": {"text": "checked", "color": "green"}}}
 ]
@@ -598,14 +607,7 @@ def pipeline_health() -> Json:
             mappings=UP_DOWN,
             thresholds=(("red", None), ("green", 1)),
             width=8,
-            options={
-                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-                "colorMode": "background",
-                "graphMode": "none",
-                "justifyMode": "center",
-                "orientation": "vertical",
-                "textMode": "value_and_name",
-            },
+            options=PER_SERIES_LIGHTS,
         ),
         stat(
             "Device signatures",
@@ -614,14 +616,7 @@ def pipeline_health() -> Json:
             mappings=SIGNATURES_CHECKED,
             thresholds=(("red", None), ("green", 1)),
             width=4,
-            options={
-                "reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-                "colorMode": "background",
-                "graphMode": "none",
-                "justifyMode": "center",
-                "orientation": "vertical",
-                "textMode": "value_and_name",
-            },
+            options=PER_SERIES_LIGHTS,
         ),
         table(
             "Platform alerts firing",
