@@ -28,13 +28,16 @@ def floor() -> Floor:
 
 
 def offline_alerts(deployment: Deployment) -> dict[str, m.AlertRaised]:
-    """The offline replay of what the deployment put on the shoe, table and settlement topics."""
-    recorded: list[m.Event] = []
-    for topic in (topics.SHOE, topics.TABLE, topics.SETTLEMENT):
-        recorded += deployment.read(topic, 1, timeout=30)
+    """The offline replay of what the deployment put on the shoe, table and settlement topics,
+    once the table-controller and settlement have consumed all of their input (or died: their log)."""
+    for service in ("table-controller", "settlement"):
+        deployment.wait_until_consumed(service)
+    recorded = [
+        codec.decode(record.value) for topic in (topics.SHOE, topics.TABLE, topics.SETTLEMENT) for record in deployment.records(topic)
+    ]
     recorded.sort(key=lambda event: event.time)  # any interleaving will do: the checks wait for what they need
     result = replay(iter(codec.encode(event) for event in recorded))
-    assert result.rounds_checked > 150
+    assert result.rounds_checked > 150, f"{result.events_by_type}\n{deployment.log_text()}"
     return {alert.data.alert_id: alert for alert in result.alerts}
 
 
