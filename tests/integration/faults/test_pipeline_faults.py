@@ -315,9 +315,38 @@ def check_table_side_and_ledger(deployment: Deployment, expected: list[m.Event])
         assert twice == [], f"{topic}: {len(twice)} events twice, e.g. {twice[:3]}"
         assert {e.id: json.loads(codec.encode(e)) for e in live} == {e.id: json.loads(codec.encode(e)) for e in wanted}
     # Settlement: each settlement once; the ledger key for key that of an uninterrupted run.
-    published = deployment.settlement_events()
-    assert sorted(codec.encode(e) for e in published) == sorted(codec.encode(e) for e in settlement_events(expected))
+    published, wanted = deployment.settlement_events(), settlement_events(expected)
+    assert sorted(map(codec.encode, published)) == sorted(map(codec.encode, wanted)), settlement_difference(deployment, published, expected)
     assert deployment.dump() == dump_memory(offline_settlement(expected).ledger.backend)  # type: ignore[arg-type]
+
+
+def settlement_difference(deployment: Deployment, published: list[m.Event], expected: list[m.Event]) -> str:
+    """What a settlement that differs needs to be understood: the settlements missing, extra and
+    twice; settlement's dead letters; for the tables concerned, where the table topic's order
+    departs from the offline run's; and the logs of every settlement process."""
+    wanted = {e.id: e for e in settlement_events(expected)}
+    live = Counter(e.id for e in published)
+    missing, extra = sorted(set(wanted) - set(live)), sorted(set(live) - set(wanted))
+    twice = sorted(i for i, n in live.items() if n > 1)
+    changed = sorted(e.id for e in published if e.id in wanted and codec.encode(e) != codec.encode(wanted[e.id]))
+    letters = [deadletter.decode(v) for v in deployment.read_values(topics.deadletter_topic("settlement"), timeout=5)]
+    lines = [f"missing {missing}", f"extra {extra}", f"twice {twice}", f"changed {changed}", f"settlement's dead letters: {len(letters)}"]
+    lines += [f"  {d.topic}[{d.partition}]@{d.offset} {d.key}: {d.reason}" for d in letters[:20]]
+    for table in sorted({i.split(":")[0] for i in missing + extra + twice + changed}):
+        live_order = [e.id for e in deployment.read(topics.TABLE, timeout=5) if e.subject == table]
+        offline_order = [e.id for e in expected if e.topic == topics.TABLE and e.subject == table]
+        first = next((i for i, (a, b) in enumerate(zip(live_order, offline_order)) if a != b), None)
+        where = (
+            "the same order"
+            if first is None
+            else f"from #{first}: live {live_order[first : first + 6]}, offline {offline_order[first : first + 6]}"
+        )
+        lines.append(f"{table} on the table topic, against the offline run: {where}")
+    lines += [
+        f"--- settlement-{n}.log\n{(deployment.logs / f'settlement-{n}.log').read_text(errors='replace')[-4000:]}"
+        for n in range(1, deployment.starts["settlement"] + 1)
+    ]
+    return "\n".join(lines)
 
 
 def alert_differences(deployment: Deployment, expected: list[m.Event]) -> tuple[Counter[str], Counter[str]]:
