@@ -332,6 +332,9 @@ def settlement_difference(deployment: Deployment, published: list[m.Event], expe
     letters = [deadletter.decode(v) for v in deployment.read_values(topics.deadletter_topic("settlement"), timeout=5)]
     lines = [f"missing {missing}", f"extra {extra}", f"twice {twice}", f"changed {changed}", f"settlement's dead letters: {len(letters)}"]
     lines += [f"  {d.topic}[{d.partition}]@{d.offset} {d.key}: {d.reason}" for d in letters[:20]]
+    ledger, offline_ledger = deployment.dump(), dump_memory(offline_settlement(expected).ledger.backend)  # type: ignore[arg-type]
+    differing = sorted(k for k in set(ledger) | set(offline_ledger) if ledger.get(k) != offline_ledger.get(k))
+    lines.append(f"ledger keys that differ from the uninterrupted run's: {len(differing)}, e.g. {differing[:10]}")
     for table in sorted({i.split(":")[0] for i in missing + extra + twice + changed}):
         live_order = [e.id for e in deployment.read(topics.TABLE, timeout=5) if e.subject == table]
         offline_order = [e.id for e in expected if e.topic == topics.TABLE and e.subject == table]
