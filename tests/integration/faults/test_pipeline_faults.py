@@ -330,7 +330,8 @@ def settlement_difference(deployment: Deployment, published: list[m.Event], expe
     twice = sorted(i for i, n in live.items() if n > 1)
     changed = sorted(e.id for e in published if e.id in wanted and codec.encode(e) != codec.encode(wanted[e.id]))
     letters = [deadletter.decode(v) for v in deployment.read_values(topics.deadletter_topic("settlement"), timeout=5)]
-    lines = [f"missing {missing}", f"extra {extra}", f"twice {twice}", f"changed {changed}", f"settlement's dead letters: {len(letters)}"]
+    named = {"missing": missing, "extra": extra, "twice": twice, "changed": changed}
+    lines = [f"{what}: {len(ids)} {ids[:40]}" for what, ids in named.items()] + [f"settlement's dead letters: {len(letters)}"]
     lines += [f"  {d.topic}[{d.partition}]@{d.offset} {d.key}: {d.reason}" for d in letters[:20]]
     ledger, offline_ledger = deployment.dump(), dump_memory(offline_settlement(expected).ledger.backend)  # type: ignore[arg-type]
     differing = sorted(k for k in set(ledger) | set(offline_ledger) if ledger.get(k) != offline_ledger.get(k))
