@@ -137,24 +137,29 @@ class RedisBackend:
         increments = [(prefix + key, name, amount) for key, fields in changes.counters.items() for name, amount in fields.items()]
         with self.client.pipeline(transaction=True) as pipe:
             while True:
-                if changes.expected:
-                    pipe.watch(progress_key)  # EXEC fails if anyone moves the progress after this read
-                    sources = list(changes.expected)
-                    stored = pipe.hmget(progress_key, sources)
-                    _check_progress({s: None if v is None else int(v) for s, v in zip(sources, stored)}, changes.expected)
-                    pipe.multi()
-                if writes:
-                    pipe.mset(writes)
-                if deletions:
-                    pipe.delete(*deletions)
-                for key, name, amount in increments:
-                    pipe.execute_command("HINCRBY", key, name, amount)
-                if changes.progress:
-                    pipe.hset(progress_key, mapping=changes.progress)
                 try:
+                    if changes.expected:
+                        pipe.watch(progress_key)  # EXEC fails if anyone moves the progress after this read
+                        sources = list(changes.expected)
+                        stored = pipe.hmget(progress_key, sources)
+                        _check_progress({s: None if v is None else int(v) for s, v in zip(sources, stored)}, changes.expected)
+                        pipe.multi()
+                    if writes:
+                        pipe.mset(writes)
+                    if deletions:
+                        pipe.delete(*deletions)
+                    for key, name, amount in increments:
+                        pipe.execute_command("HINCRBY", key, name, amount)
+                    if changes.progress:
+                        pipe.hset(progress_key, mapping=changes.progress)
                     pipe.execute()
                     return
-                except WatchError:
+                except WatchError as error:
+                    # redis-py reports a connection lost while watching as a WatchError. Then
+                    # whether the EXEC got through is unknown: Redis is away, and the caller
+                    # recovers from what it holds once it answers.
+                    if isinstance(error.__context__, STORE_UNAVAILABLE):
+                        raise RedisConnectionError(str(error)) from error
                     # The hash holds every member's partitions: another member committing its own
                     # fails this EXEC too. Read again; only a move of this batch's is a takeover.
                     continue

@@ -176,3 +176,33 @@ def test_a_commit_expecting_progress_that_moved_writes_nothing(backend: Backend)
     assert (State(backend, "svc").get("svc:a", Item), backend.counters("svc:c"), backend.outbox("svc", "t:0")) == (Item("a", 1), {}, None)
     zombie.commit(progress={"t:0": 20}, expected={"t:0": 10, "t:1": None})  # what is there: it goes through
     assert backend.progress("svc") == {"t:0": 20}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("dies_at", ["hmget", "execute"])
+def test_a_connection_that_dies_during_a_watched_commit_is_redis_away_not_a_crash(
+    redis_url: str, monkeypatch: pytest.MonkeyPatch, dies_at: str
+) -> None:
+    """Redis killed while a commit watches the progress: redis-py reports the lost connection as a
+    WatchError, which once stopped the table-controller (read between WATCH and MULTI) and would
+    have retried an EXEC that may have gone through (at EXEC). Either way it is Redis away, which the
+    runner waits out and then recovers from what Redis holds; here nothing was written."""
+    admin = redis.Redis.from_url(redis_url)
+    backend = RedisBackend(redis.Redis.from_url(redis_url), f"test-{uuid.uuid4().hex[:8]}:")
+    State(backend, "svc").commit(progress={"t:0": 10}, expected={"t:0": None})
+    original = getattr(redis.client.Pipeline, dies_at)
+    killed: list[int] = []
+
+    def connection_killed_first(pipe: Any, *args: Any, **kwargs: Any) -> Any:
+        if not killed:
+            pipe.connection.send_command("CLIENT", "ID")
+            killed.append(pipe.connection.read_response())
+            admin.client_kill_filter(_id=killed[0])
+        return original(pipe, *args, **kwargs)
+
+    monkeypatch.setattr(redis.client.Pipeline, dies_at, connection_killed_first)
+    batch = State(backend, "svc")
+    batch.put("svc:a", Item("a", 1))
+    with pytest.raises(state_module.STORE_UNAVAILABLE):
+        batch.commit(progress={"t:0": 20}, expected={"t:0": 10})
+    assert killed and backend.progress("svc") == {"t:0": 10} and backend.read("svc:a") is None
