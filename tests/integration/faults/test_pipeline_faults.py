@@ -325,9 +325,10 @@ def check_table_side_and_ledger(deployment: Deployment, expected: list[m.Event])
 
 
 def settlement_difference(deployment: Deployment, published: list[m.Event], expected: list[m.Event]) -> str:
-    """What a settlement that differs needs to be understood: the settlements missing, extra and
-    twice; settlement's dead letters; for the tables concerned, where the table topic's order
-    departs from the offline run's; and the logs of every settlement process."""
+    """What a settlement that differs needs to be understood: the settlements missing, extra,
+    twice and changed; settlement's dead letters; the ledger keys that differ; for the tables
+    concerned, where the table topic's order departs from the offline run's; and the logs of
+    every settlement process."""
     wanted = {e.id: e for e in settlement_events(expected)}
     live = Counter(e.id for e in published)
     missing, extra = sorted(set(wanted) - set(live)), sorted(set(live) - set(wanted))
@@ -340,8 +341,9 @@ def settlement_difference(deployment: Deployment, published: list[m.Event], expe
     ledger, offline_ledger = deployment.dump(), dump_memory(offline_settlement(expected).ledger.backend)  # type: ignore[arg-type]
     differing = sorted(k for k in set(ledger) | set(offline_ledger) if ledger.get(k) != offline_ledger.get(k))
     lines.append(f"ledger keys that differ from the uninterrupted run's: {len(differing)}, e.g. {differing[:10]}")
+    table_topic = deployment.read(topics.TABLE, timeout=5)
     for table in sorted({i.split(":")[0] for i in missing + extra + twice + changed}):
-        live_order = [e.id for e in deployment.read(topics.TABLE, timeout=5) if e.subject == table]
+        live_order = [e.id for e in table_topic if e.subject == table]
         offline_order = [e.id for e in expected if e.topic == topics.TABLE and e.subject == table]
         first = next((i for i, (a, b) in enumerate(zip(live_order, offline_order)) if a != b), None)
         where = (
