@@ -15,9 +15,11 @@ gives its outputs or its dead letter, and an output too large for the broker is 
 (``_apply``): no record stops the runner, or leaves it retrying for ever.
 
 A crash before 2 loses nothing: the batch is read again. A crash between 2 and 3 leaves Redis one
-batch ahead of Kafka; when the partition is next assigned, the runner sees it, publishes the
-outbox in a transaction with the offsets, and resumes after it. Either way every input changes the
-state once and every output is published once. Consumers read with ``read_committed``.
+batch ahead of Kafka; when the partitions are next assigned, the runner sees it, publishes the
+outboxes in one transaction with the offsets, in the order the batch made them (a table's outputs
+come from its partition of each input topic, and their consumers need that order), and resumes
+after it. Either way every input changes the state once and every output is published once, in
+order. Consumers read with ``read_committed``.
 
 Zombies: a member that stalled while its partitions went to another (or lost Kafka but not Redis)
 must not apply its batch too. Its Redis commit names the progress it expects to find there; the
@@ -53,8 +55,9 @@ from .processor import Processor, Rejected
 from .state import STORE_UNAVAILABLE, Backend, StaleProgress, State
 
 Output = tuple[str, bytes, bytes]  # topic, key, value
+# An input partition's outbox: its place among the batch's partitions, and the outputs it made.
 _outbox_encoder = msgspec.msgpack.Encoder()
-_outbox_decoder = msgspec.msgpack.Decoder(list[tuple[str, bytes, bytes]])
+_outbox_decoder = msgspec.msgpack.Decoder(tuple[int, list[tuple[str, bytes, bytes]]])
 header_keys.install()  # every record readable, whatever its header keys
 
 
@@ -231,7 +234,7 @@ class KafkaRunner:
         try:
             self.state.commit(
                 progress=progress,
-                outbox={source: _outbox_encoder.encode(outputs) for source, outputs in outbox.items()},
+                outbox={source: _outbox_encoder.encode((place, outputs)) for place, (source, outputs) in enumerate(outbox.items())},
                 expected={source: self.applied.get(source) for source in progress},
             )
         except StaleProgress:
@@ -397,21 +400,30 @@ class KafkaRunner:
 
     def recover(self) -> set[TopicPartition]:
         """Resume each newly assigned partition after the last batch applied to Redis, first
-        publishing that batch's outbox if its Kafka transaction never committed. Returns the
-        partitions it recovered."""
+        publishing that batch's outboxes if its Kafka transaction never committed: in one
+        transaction, in the order the batch made them. Returns the partitions it recovered."""
         self.state.discard()
         progress = self.backend.progress(self.processor.name)
+        unfinished: list[tuple[int, TopicPartition, int, list[Output]]] = []  # place, partition, applied, outputs
         for tp in sorted(self.unrecovered):
             applied = self.applied[_source(tp)] = progress.get(_source(tp))
-            if applied is not None:
-                committed = self.consumer.committed(tp)
-                if committed is None or committed <= applied:
-                    raw = self.backend.outbox(self.processor.name, _source(tp))
-                    outputs = _outbox_decoder.decode(raw) if raw else []
-                    self.log.info("publishing outbox of an unfinished batch", partition=_source(tp), events=len(outputs))
-                    self._publish(outputs, {tp: applied})
-                self.consumer.seek(tp, applied + 1)
-            self.consumer.resume(tp)
+            if applied is None:
+                continue
+            committed = self.consumer.committed(tp)
+            if committed is None or committed <= applied:
+                raw = self.backend.outbox(self.processor.name, _source(tp))
+                place, outputs = _outbox_decoder.decode(raw) if raw else (0, [])
+                unfinished.append((place, tp, applied, outputs))
+            self.consumer.seek(tp, applied + 1)
+        if unfinished:
+            unfinished.sort(key=lambda outbox: outbox[0])
+            self.log.info(
+                "publishing the outboxes of an unfinished batch",
+                partitions=[_source(tp) for _, tp, _, _ in unfinished],
+                events=sum(len(outputs) for *_, outputs in unfinished),
+            )
+            self._publish([o for *_, outputs in unfinished for o in outputs], {tp: applied for _, tp, applied, _ in unfinished})
+        self.consumer.resume(*self.unrecovered)
         recovered, self.unrecovered = self.unrecovered, set()
         return recovered
 

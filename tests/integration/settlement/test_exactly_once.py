@@ -1,14 +1,16 @@
 """The Kafka runner's exactly-once recovery, crash by crash: the settlement runner stops dead at
 the two moments that matter (after the batch is in Redis, before its Kafka transaction; and
 inside the transaction, before its commit), and a new runner with the same instance id publishes
-the batch exactly once from the Redis outbox and carries on. A transaction the broker aborted
-under a commit that returned (kafka-python's epoch bump) is published again. And a zombie, whose
-partitions another member moved on, writes nothing."""
+the batch exactly once from the Redis outbox and carries on, in the order the batch made it. A
+transaction the broker aborted under a commit that returned (kafka-python's epoch bump) is
+published again. And a zombie, whose partitions another member moved on, writes nothing."""
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import pytest
 import redis
@@ -17,15 +19,18 @@ from integration.deployment import (
     Deployment,
     assert_published_once_each,
     dump_memory,
+    offline_events,
     offline_settlement,
     settlement_events,
     simulated_floor,
     table_events,
 )
+from surveil.events import codec, topics
 from surveil.events import models as m
+from surveil.runtime.access import TABLE_CONTROLLER
 from surveil.runtime.config import Settings
 from surveil.runtime.kafka import KafkaRunner
-from surveil.runtime.state import StaleProgress
+from surveil.runtime.state import StaleProgress, State
 from surveil.settlement.processor import SettlementProcessor
 
 
@@ -33,9 +38,10 @@ class Crash(BaseException):
     """The process dying: nothing after it runs (the runner catches Exception, not this)."""
 
 
-def runner(deployment: Deployment) -> KafkaRunner:
+def runner(deployment: Deployment, processor: Any = None) -> KafkaRunner:
+    processor = processor or SettlementProcessor()
     settings = Settings(
-        service="settlement",
+        service=processor.name,
         kafka_bootstrap=deployment.bootstrap,
         redis_url=deployment.redis_url,
         metrics_port=0,
@@ -45,7 +51,7 @@ def runner(deployment: Deployment) -> KafkaRunner:
         topic_prefix=deployment.topic_prefix,
         redis_prefix=deployment.redis_prefix,
     )
-    return KafkaRunner(SettlementProcessor(), deployment.as_service(settings), deployment.redis_backend())
+    return KafkaRunner(processor, deployment.as_service(settings, processor.name), deployment.redis_backend())
 
 
 def crash_after_redis(run: KafkaRunner) -> None:
@@ -148,3 +154,67 @@ def test_a_runner_whose_partitions_another_instance_moved_on_stops_without_writi
     assert [type(error) for error in failures] == [StaleProgress]
     assert deployment.dump() == before
     assert deployment.applied_offsets() == moved_on
+
+
+class Relay:
+    """Each shoe event and input becomes one table event, in the order the runner hands them over
+    (as the table-controller, whose rights and group it takes): what it publishes is in the
+    runner's order alone."""
+
+    name: ClassVar[str] = TABLE_CONTROLLER
+    consumes: ClassVar[tuple[str, ...]] = (topics.SHOE, topics.INPUTS)
+
+    def process(self, event: m.Event, state: State) -> Sequence[m.Event]:
+        data = m.CardsBurnedData(table_id=event.subject, shoe_id="S-relay", round_id=None, indices=[1])
+        return [codec.make(m.CardsBurned, data, id=f"{event.id}/relayed", source="relay", time=event.time)]
+
+
+def test_a_batch_from_two_topics_cut_short_by_a_crash_is_published_in_the_order_it_was_made(deployment: Deployment) -> None:
+    """One table's shoe events and inputs (its partition of each topic) in one batch, the shoe's
+    first: the table-controller's outputs for a table come from both, and its consumers (settlement
+    first) need them in the order it made them. The next runner publishes the crashed batch's
+    outbox in that order, though it is kept per input partition."""
+    shoe = offline_events({"tables": 1, "shoes": 1, "seed": 15}, topics.SHOE)[:20]
+    closes = [
+        codec.make(m.BetsClose, m.BetsCloseInput(table_id=e.subject), id=f"close-{n}", source="console", time=e.time)
+        for n, e in enumerate(shoe)
+    ]
+    deployment.publish(shoe + closes)
+
+    first = runner(deployment, Relay())
+    poll, made = first.consumer.poll, []
+    shoe_topic = deployment.topic(topics.SHOE)
+
+    def both_topics_shoe_first(timeout_ms: int) -> dict[Any, list[Any]]:
+        """What kafka-python hands over in one poll, here gathered until both topics are in and
+        the shoe's partition put first (its order between partitions is its own)."""
+        if first.unrecovered:
+            return poll(timeout_ms=timeout_ms)  # type: ignore[no-any-return]
+        gathered: dict[Any, list[Any]] = {}
+        deadline = time.monotonic() + 60
+        while len({tp.topic for tp in gathered}) < 2 and time.monotonic() < deadline:
+            for tp, records in poll(timeout_ms=timeout_ms).items():
+                gathered.setdefault(tp, []).extend(records)
+        return dict(sorted(gathered.items(), key=lambda item: item[0].topic != shoe_topic))
+
+    def die(outputs: list[tuple[str, bytes, bytes]], offsets: object) -> None:
+        made.extend(value for _, _, value in outputs)
+        raise Crash
+
+    first.consumer.poll = both_topics_shoe_first  # type: ignore[method-assign]
+    first._publish = die  # type: ignore[method-assign]
+    with pytest.raises(Crash):
+        first.run()
+    made_ids = [codec.decode(value).id for value in made]
+    assert made_ids[0].startswith(shoe[0].id) and made_ids[-1].startswith("close-"), "one batch took both topics, the shoe's first"
+
+    second = runner(deployment, Relay())
+    thread = threading.Thread(target=second.run)
+    thread.start()
+    try:
+        published = [event.id for event in deployment.read(topics.TABLE, len(shoe) + len(closes))]
+    finally:
+        second.stop.set()
+        thread.join(60)
+    assert published[: len(made_ids)] == made_ids
+    assert sorted(published) == sorted(f"{event.id}/relayed" for event in shoe + closes)
