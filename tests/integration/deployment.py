@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import redis
 from jsonschema import Draft202012Validator
@@ -39,12 +39,12 @@ from surveil.embedded.record import record
 from surveil.events import codec, topics
 from surveil.events import models as m
 from surveil.events.signing import DeviceKeys
-from surveil.runtime.access import FLOOR_SIMULATOR, SETTLEMENT_SERVICE, PrefixAccess, redis_rules, set_redis_user
+from surveil.runtime.access import FLOOR_SIMULATOR, SETTLEMENT_SERVICE, TABLE_CONTROLLER, PrefixAccess, redis_rules, set_redis_user
 from surveil.runtime.alert_keys import PRIVATE_FILE, PUBLIC_FILE, AlertVerifier, generate
 from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.devices import KeyStore
 from surveil.runtime.kafka import Publisher
-from surveil.runtime.state import MemoryBackend, RedisBackend
+from surveil.runtime.state import MemoryBackend, RedisBackend, State
 from surveil.settlement.ledger import NAMESPACE as SETTLEMENT_NAMESPACE
 from surveil.settlement.ledger import Ledger
 from surveil.settlement.reconcile import Recomputation, recompute
@@ -510,3 +510,16 @@ def assert_published_once_each(deployment: Deployment, expected: list[m.Event]) 
     twice = {event_id: n for event_id, n in Counter(e.id for e in published).items() if n > 1}
     assert twice == {}, f"{len(twice)} settlements published more than once"
     assert sorted(codec.encode(e) for e in published) == sorted(codec.encode(e) for e in expected)
+
+
+class Relay:
+    """Each shoe event and input becomes one table event, in the order the runner hands them over
+    (as the table-controller, whose rights and group it takes): what it publishes is in the
+    runner's order alone."""
+
+    name: ClassVar[str] = TABLE_CONTROLLER
+    consumes: ClassVar[tuple[str, ...]] = (topics.SHOE, topics.INPUTS)
+
+    def process(self, event: m.Event, state: State) -> Sequence[m.Event]:
+        data = m.CardsBurnedData(table_id=event.subject, shoe_id="S-relay", round_id=None, indices=[1])
+        return [codec.make(m.CardsBurned, data, id=f"{event.id}/relayed", source="relay", time=event.time)]

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 import redis
 
 from integration.deployment import (
     Deployment,
+    Relay,
     assert_published_once_each,
     dump_memory,
     offline_events,
@@ -27,10 +28,9 @@ from integration.deployment import (
 )
 from surveil.events import codec, topics
 from surveil.events import models as m
-from surveil.runtime.access import TABLE_CONTROLLER
 from surveil.runtime.config import Settings
 from surveil.runtime.kafka import KafkaRunner
-from surveil.runtime.state import StaleProgress, State
+from surveil.runtime.state import StaleProgress
 from surveil.settlement.processor import SettlementProcessor
 
 
@@ -154,19 +154,6 @@ def test_a_runner_whose_partitions_another_instance_moved_on_stops_without_writi
     assert [type(error) for error in failures] == [StaleProgress]
     assert deployment.dump() == before
     assert deployment.applied_offsets() == moved_on
-
-
-class Relay:
-    """Each shoe event and input becomes one table event, in the order the runner hands them over
-    (as the table-controller, whose rights and group it takes): what it publishes is in the
-    runner's order alone."""
-
-    name: ClassVar[str] = TABLE_CONTROLLER
-    consumes: ClassVar[tuple[str, ...]] = (topics.SHOE, topics.INPUTS)
-
-    def process(self, event: m.Event, state: State) -> Sequence[m.Event]:
-        data = m.CardsBurnedData(table_id=event.subject, shoe_id="S-relay", round_id=None, indices=[1])
-        return [codec.make(m.CardsBurned, data, id=f"{event.id}/relayed", source="relay", time=event.time)]
 
 
 def test_a_batch_from_two_topics_cut_short_by_a_crash_is_published_in_the_order_it_was_made(deployment: Deployment) -> None:
