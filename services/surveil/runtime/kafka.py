@@ -58,6 +58,20 @@ Output = tuple[str, bytes, bytes]  # topic, key, value
 # An input partition's outbox: its place among the batch's partitions, and the outputs it made.
 _outbox_encoder = msgspec.msgpack.Encoder()
 _outbox_decoder = msgspec.msgpack.Decoder(tuple[int, list[tuple[str, bytes, bytes]]])
+_outputs_decoder = msgspec.msgpack.Decoder(list[tuple[str, bytes, bytes]])  # an outbox of 0.1.0: the outputs only
+
+
+def _outbox(raw: bytes | None) -> tuple[int, list[Output]]:
+    """A stored outbox: its place in its batch, and its outputs (one left by 0.1.0, without a
+    place, goes first)."""
+    if not raw:
+        return 0, []
+    try:
+        return _outbox_decoder.decode(raw)
+    except msgspec.ValidationError:
+        return 0, _outputs_decoder.decode(raw)
+
+
 header_keys.install()  # every record readable, whatever its header keys
 
 
@@ -411,8 +425,7 @@ class KafkaRunner:
                 continue
             committed = self.consumer.committed(tp)
             if committed is None or committed <= applied:
-                raw = self.backend.outbox(self.processor.name, _source(tp))
-                place, outputs = _outbox_decoder.decode(raw) if raw else (0, [])
+                place, outputs = _outbox(self.backend.outbox(self.processor.name, _source(tp)))
                 unfinished.append((place, tp, applied, outputs))
             self.consumer.seek(tp, applied + 1)
         if unfinished:

@@ -156,11 +156,14 @@ def test_a_runner_whose_partitions_another_instance_moved_on_stops_without_writi
     assert deployment.applied_offsets() == moved_on
 
 
-def test_a_batch_from_two_topics_cut_short_by_a_crash_is_published_in_the_order_it_was_made(deployment: Deployment) -> None:
-    """One table's shoe events and inputs (its partition of each topic) in one batch, the shoe's
-    first: the table-controller's outputs for a table come from both, and its consumers (settlement
-    first) need them in the order it made them. The next runner publishes the crashed batch's
-    outbox in that order, though it is kept per input partition."""
+@pytest.mark.parametrize("first_topic", [topics.SHOE, topics.INPUTS])
+def test_a_batch_from_two_topics_cut_short_by_a_crash_is_published_in_the_order_it_was_made(
+    deployment: Deployment, first_topic: str
+) -> None:
+    """One table's shoe events and inputs (its partition of each topic) in one batch, either
+    topic's first: the table-controller's outputs for a table come from both, and its consumers
+    (settlement first) need them in the order it made them. The next runner publishes the crashed
+    batch's outbox in that order, though it is kept per input partition."""
     shoe = offline_events({"tables": 1, "shoes": 1, "seed": 15}, topics.SHOE)[:20]
     closes = [
         codec.make(m.BetsClose, m.BetsCloseInput(table_id=e.subject), id=f"close-{n}", source="console", time=e.time)
@@ -170,30 +173,31 @@ def test_a_batch_from_two_topics_cut_short_by_a_crash_is_published_in_the_order_
 
     first = runner(deployment, Relay())
     poll, made = first.consumer.poll, []
-    shoe_topic = deployment.topic(topics.SHOE)
+    put_first = deployment.topic(first_topic)
 
-    def both_topics_shoe_first(timeout_ms: int) -> dict[Any, list[Any]]:
-        """What kafka-python hands over in one poll, here gathered until both topics are in and
-        the shoe's partition put first (its order between partitions is its own)."""
-        if first.unrecovered:
-            return poll(timeout_ms=timeout_ms)  # type: ignore[no-any-return]
+    def both_topics_in_one_batch(timeout_ms: int) -> dict[Any, list[Any]]:
+        """What kafka-python hands over in one poll, here gathered until both topics are in, with
+        ``first_topic``'s partition first (its order between partitions is its own)."""
         gathered: dict[Any, list[Any]] = {}
         deadline = time.monotonic() + 60
         while len({tp.topic for tp in gathered}) < 2 and time.monotonic() < deadline:
             for tp, records in poll(timeout_ms=timeout_ms).items():
                 gathered.setdefault(tp, []).extend(records)
-        return dict(sorted(gathered.items(), key=lambda item: item[0].topic != shoe_topic))
+            if first.unrecovered:  # assigned, paused until the runner recovers them
+                break
+        return dict(sorted(gathered.items(), key=lambda item: item[0].topic != put_first))
 
     def die(outputs: list[tuple[str, bytes, bytes]], offsets: object) -> None:
         made.extend(value for _, _, value in outputs)
         raise Crash
 
-    first.consumer.poll = both_topics_shoe_first  # type: ignore[method-assign]
+    first.consumer.poll = both_topics_in_one_batch  # type: ignore[method-assign]
     first._publish = die  # type: ignore[method-assign]
     with pytest.raises(Crash):
         first.run()
     made_ids = [codec.decode(value).id for value in made]
-    assert made_ids[0].startswith(shoe[0].id) and made_ids[-1].startswith("close-"), "one batch took both topics, the shoe's first"
+    firsts = shoe[0].id if first_topic == topics.SHOE else "close-"
+    assert made_ids[0].startswith(firsts) and not made_ids[-1].startswith(firsts), "one batch took both topics, in that order"
 
     second = runner(deployment, Relay())
     thread = threading.Thread(target=second.run)
