@@ -61,6 +61,11 @@ _outbox_decoder = msgspec.msgpack.Decoder(tuple[int, list[tuple[str, bytes, byte
 _outputs_decoder = msgspec.msgpack.Decoder(list[tuple[str, bytes, bytes]])  # an outbox of 0.1.0: the outputs only
 
 
+def _stored_outbox(place: int, outputs: list[Output]) -> bytes:
+    """An input partition's outbox as Redis keeps it: ``place``, its partition's among the batch's."""
+    return _outbox_encoder.encode((place, outputs))
+
+
 def _outbox(raw: bytes | None) -> tuple[int, list[Output]]:
     """A stored outbox: its place in its batch, and its outputs (one left by 0.1.0, without a
     place, goes first)."""
@@ -248,7 +253,7 @@ class KafkaRunner:
         try:
             self.state.commit(
                 progress=progress,
-                outbox={source: _outbox_encoder.encode((place, outputs)) for place, (source, outputs) in enumerate(outbox.items())},
+                outbox={source: _stored_outbox(place, outputs) for place, (source, outputs) in enumerate(outbox.items())},
                 expected={source: self.applied.get(source) for source in progress},
             )
         except StaleProgress:

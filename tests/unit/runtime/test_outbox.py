@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import msgspec
 
-from surveil.runtime.kafka import _outbox, _outbox_encoder
+from surveil.runtime.kafka import _outbox, _stored_outbox
 
 OUTPUTS = [("baccarat.table", b"T001", b"{}"), ("baccarat.deadletter.table-controller", b"T001", b"[]")]
 
 
 def test_an_outbox_is_read_back_with_its_place_in_the_batch() -> None:
-    assert _outbox(_outbox_encoder.encode((3, OUTPUTS))) == (3, OUTPUTS)
+    assert _outbox(_stored_outbox(3, OUTPUTS)) == (3, OUTPUTS)
 
 
 def test_an_outbox_left_by_0_1_0_has_no_place_and_goes_first() -> None:
