@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 TARGET_LATENCY_MS = 100  # card read to alert p99, issue "The whole floor on one small machine"
 TARGET_CPU_MS = 15  # everything together, a round
+HISTOGRAM_TOP_S = 10.0  # the services' latency histograms' last finite bucket
 # Bottom to top of the stack; a process not named here goes on top.
 ORDER = ("kafka", "redis", "prometheus", "simulator", "shoe-reader", "table-controller", "settlement", "anomaly-detection")
 
@@ -64,6 +65,8 @@ def plot(after: Path, before: Path | None, out: Path) -> None:
         for r in runs:  # a size not sustained: its figures are of a growing backlog
             if not r["sustained"]:
                 latency.annotate("not sustained", (r["tables"], ms(r["alert_latency_end_to_end"]["p99"])), fontsize=7, color="C3")
+            if r["detection_latency"]["p99"] >= HISTOGRAM_TOP_S:  # the histogram's top bucket: at least that
+                latency.annotate(f">= {HISTOGRAM_TOP_S:g} s", (r["tables"], ms(r["detection_latency"]["p99"])), fontsize=7, color="C0")
     latency.axhline(TARGET_LATENCY_MS, color="grey", linewidth=0.8, linestyle=":", label=f"target {TARGET_LATENCY_MS} ms")
     latency.set_yscale("log")
     latency.set_xlabel("tables")
@@ -84,6 +87,9 @@ def plot(after: Path, before: Path | None, out: Path) -> None:
         heights = [r["cpu_ms_per_round"].get(n, 0.0) for r in runs_after]
         cpu.bar(tables, heights, width, bottom=bottom, label=f"{'after: ' if before else ''}{n}")
         bottom = [b + h for b, h in zip(bottom, heights)]
+    for r, top in zip(runs_after, bottom):
+        if not r["sustained"]:  # the services processed fewer rounds than were played
+            cpu.annotate("not sustained:\nper round played", (r["tables"], top), ha="center", va="bottom", fontsize=7)
     if before:
         cpu.plot(
             [r["tables"] for r in runs_before],

@@ -1,0 +1,140 @@
+"""What faust-streaming itself costs per event at a table's pace: a worker whose agent does
+nothing (``async for event in stream.events(): pass``) consumes one topic fed at ``--rate``
+records a second (250-byte values keyed by ``--tables`` table ids, the shape of a card read);
+its CPU (utime + stime from /proc) over the measured window, per event and as a share of a core.
+
+It is the floor under the detectors' cost per round: whatever they do, each event they read goes
+through this much of faust. 1,000 tables at a round every 50 s a table bring about 700 events a
+second to the detectors (bench/pipeline.py).
+
+    eval "$(ops/stack.sh env)"      # the admin's credentials
+    .venv/bin/python bench/faust_floor.py --rate 700 --seconds 120
+    .venv/bin/python bench/faust_floor.py --rate 700 --gather-ms 20   # the fetch gathering 20 ms
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+from kafka import KafkaProducer
+from kafka.admin import KafkaAdminClient, NewTopic
+
+from procstat import load_average, proc_cpu_seconds
+from surveil.runtime.config import Settings, kafka_client_config
+
+ROOT = Path(__file__).resolve().parents[1]
+WARM_UP_S = 20.0
+
+
+def say(line: str) -> None:
+    print(f"[faust-floor] {line}", file=sys.stderr, flush=True)
+
+
+def worker(topic: str, group: str, gather_ms: int) -> None:
+    """Child process: a faust worker whose agent reads ``topic`` and does nothing."""
+    from surveil.anomaly_detection.transport import App
+
+    settings = Settings.from_env("anomaly-detection")
+    app = App(  # the detectors' own faust app class and transport, their settings
+        group,
+        broker=f"kafka://{settings.kafka_bootstrap}",
+        broker_credentials=settings.faust_credentials(),
+        store="memory://",
+        topic_partitions=6,
+        key_serializer="raw",
+        value_serializer="raw",
+        web_enabled=False,
+        consumer_auto_offset_reset="latest",
+        broker_commit_interval=1.0,
+        datadir=f"/tmp/{group}",
+    )
+    source = app.topic(topic, key_type=bytes, value_type=bytes)
+
+    @app.agent(source)  # type: ignore[misc]
+    async def nothing(stream: Any) -> Any:
+        async for _ in stream.events():
+            yield None
+
+    if gather_ms:  # the fetch waits at the broker up to gather_ms for more (faust: no minimum)
+        from faust.transport.drivers import aiokafka as driver
+
+        create = driver.AIOKafkaConsumerThread._create_worker_consumer
+
+        def gathered(self: Any, transport: Any) -> Any:
+            consumer = create(self, transport)
+            consumer._fetch_min_bytes, consumer._fetch_max_wait_ms = 1024 * 1024, gather_ms
+            return consumer
+
+        driver.AIOKafkaConsumerThread._create_worker_consumer = gathered
+    sys.argv = [sys.argv[0], "worker", "--loglevel", "warn"]
+    app.main()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rate", type=float, default=700.0, help="records a second")
+    parser.add_argument("--seconds", type=float, default=120.0, help="measured window (after a 20 s warm-up)")
+    parser.add_argument("--tables", type=int, default=1000)
+    parser.add_argument("--gather-ms", type=int, default=0, help="the fetch waits up to this long for more records")
+    parser.add_argument("--worker", nargs=2, metavar=("TOPIC", "GROUP"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.worker:
+        worker(*args.worker, args.gather_ms)
+        return
+
+    settings = Settings.from_env("bench")
+    run = uuid.uuid4().hex[:8]
+    topic, group = f"bench-faust-{run}", f"bench-faust-{run}"
+    admin = KafkaAdminClient(**settings.kafka_client())
+    admin.create_topics([NewTopic(topic, 6, 1)])
+    log = open(f"/tmp/{group}.log", "w")
+    child = subprocess.Popen(
+        [sys.executable, __file__, "--gather-ms", str(args.gather_ms), "--worker", topic, group],
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "services"), str(ROOT / "bench"), os.environ.get("PYTHONPATH", "")])},
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    producer = KafkaProducer(**kafka_client_config(), linger_ms=5)
+    value = b"x" * 250
+    keys = [f"T{n:04d}".encode() for n in range(args.tables)]
+    try:
+        say(f"worker {child.pid} on {topic}: {args.rate:.0f} records/s, {WARM_UP_S:.0f} s warm-up then {args.seconds:.0f} s measured")
+        started, sent, cpu0, load0, measured_from = time.monotonic(), 0, None, None, 0
+        while True:
+            elapsed = time.monotonic() - started
+            if cpu0 is None and elapsed >= WARM_UP_S:
+                cpu0, load0, measured_from = proc_cpu_seconds(child.pid), load_average(), sent
+            if elapsed >= WARM_UP_S + args.seconds:
+                break
+            due = int(elapsed * args.rate)
+            while sent < due:
+                producer.send(topic, key=keys[sent % len(keys)], value=value)
+                sent += 1
+            if child.poll() is not None:
+                raise SystemExit(f"the worker exited ({child.returncode}): /tmp/{group}.log")
+            time.sleep(0.002)
+        cpu = proc_cpu_seconds(child.pid) - cpu0
+        events = sent - measured_from
+        load1 = load_average()
+    finally:
+        producer.close()
+        child.terminate()
+        child.wait(30)
+        admin.delete_topics([topic])
+        admin.close()
+    print(
+        f"faust worker, agent doing nothing, {events / args.seconds:.0f} events/s (gather {args.gather_ms} ms): "
+        f"{cpu / events * 1e6:.0f} us CPU an event, {100 * cpu / args.seconds:.1f} % of a core; "
+        f"load average {load0[0]:.1f} - {load1[0]:.1f}"
+    )
+
+
+if __name__ == "__main__":
+    main()
