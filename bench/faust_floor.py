@@ -4,8 +4,8 @@ records a second (250-byte values keyed by ``--tables`` table ids, the shape of 
 its CPU (utime + stime from /proc) over the measured window, per event and as a share of a core.
 
 It is the floor under the detectors' cost per round: whatever they do, each event they read goes
-through this much of faust. 1,000 tables at a round every 50 s a table bring about 700 events a
-second to the detectors (bench/pipeline.py).
+through this much of faust. They read about 22 events a round: at a round every 50 s a table,
+1,000 tables bring them about 450 events a second (bench/pipeline.py).
 
     eval "$(ops/stack.sh env)"      # the admin's credentials
     .venv/bin/python bench/faust_floor.py --rate 700 --seconds 120
