@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -129,6 +130,7 @@ def main() -> None:
         child.wait(30)
         admin.delete_topics([topic])
         admin.close()
+        shutil.rmtree(f"/tmp/{group}", ignore_errors=True)  # the worker's faust data directory
     print(
         f"faust worker, agent doing nothing, {events / args.seconds:.0f} events/s (gather {args.gather_ms} ms): "
         f"{cpu / events * 1e6:.0f} us CPU an event, {100 * cpu / args.seconds:.1f} % of a core; "
