@@ -5,7 +5,8 @@ its CPU (utime + stime from /proc) over the measured window, per event and as a 
 
 It is the floor under the detectors' cost per round: whatever they do, each event they read goes
 through this much of faust. They read about 22 events a round: at a round every 50 s a table,
-1,000 tables bring them about 450 events a second (bench/pipeline.py).
+1,000 tables bring them about 450 events a second (bench/pipeline.py). The worker's lag is not
+checked: a share of a core near 100 % says it did not keep up, and the figure is then too low.
 
     eval "$(ops/stack.sh env)"      # the admin's credentials
     .venv/bin/python bench/faust_floor.py --rate 700 --seconds 120
