@@ -33,6 +33,7 @@ from surveil.runtime.config import Settings, kafka_client_config
 
 ROOT = Path(__file__).resolve().parents[1]
 WARM_UP_S = 20.0
+PARTITIONS = 6  # the shared topics' count
 
 
 def say(line: str) -> None:
@@ -44,12 +45,12 @@ def worker(topic: str, group: str, gather_ms: int) -> None:
     from surveil.anomaly_detection.transport import App
 
     settings = Settings.from_env("anomaly-detection")
-    app = App(  # the detectors' own faust app class and transport, their settings
+    app = App(  # the detectors' app class and transport, with their settings that bear on a record's cost
         group,
         broker=f"kafka://{settings.kafka_bootstrap}",
         broker_credentials=settings.faust_credentials(),
         store="memory://",
-        topic_partitions=6,
+        topic_partitions=PARTITIONS,
         key_serializer="raw",
         value_serializer="raw",
         web_enabled=False,
@@ -95,7 +96,7 @@ def main() -> None:
     run = uuid.uuid4().hex[:8]
     topic, group = f"bench-faust-{run}", f"bench-faust-{run}"
     admin = KafkaAdminClient(**settings.kafka_client())
-    admin.create_topics([NewTopic(topic, 6, 1)])
+    admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
     log = open(f"/tmp/{group}.log", "w")
     child = subprocess.Popen(
         [sys.executable, __file__, "--gather-ms", str(args.gather_ms), "--worker", topic, group],
@@ -131,6 +132,7 @@ def main() -> None:
         child.wait(30)
         admin.delete_topics([topic])
         admin.close()
+        log.close()
         shutil.rmtree(f"/tmp/{group}", ignore_errors=True)  # the worker's faust data directory
     print(
         f"faust worker, agent doing nothing, {events / args.seconds:.0f} events/s (gather {args.gather_ms} ms): "

@@ -19,9 +19,11 @@ import matplotlib
 matplotlib.use("Agg")  # a file, no display
 import matplotlib.pyplot as plt  # noqa: E402
 
+from surveil.anomaly_detection.metrics import LATENCY_BUCKETS  # noqa: E402
+
 TARGET_LATENCY_MS = 100  # card read to alert p99, issue "The whole floor on one small machine"
 TARGET_CPU_MS = 15  # everything together, a round
-HISTOGRAM_TOP_S = 10.0  # the services' latency histograms' last finite bucket
+HISTOGRAM_TOP_S = LATENCY_BUCKETS[-1]  # the detectors' latency histograms' last finite bucket
 # Bottom to top of the stack; a process not named here goes on top.
 ORDER = ("kafka", "redis", "prometheus", "simulator", "shoe-reader", "table-controller", "settlement", "anomaly-detection")
 
