@@ -86,7 +86,7 @@ def producer_config(settings: Settings) -> dict[str, Any]:
         **settings.kafka_client(),  # the broker and this principal's credentials
         "acks": "all",
         "enable_idempotence": True,
-        "linger_ms": 5,
+        "linger_ms": settings.kafka_linger_ms,
         # kafka-python wakes its sender thread for every new batch: 16 KiB batches (the default)
         # made that a wake-up every ~35 events, and cost a third of the producer's CPU.
         "batch_size": 1024 * 1024,

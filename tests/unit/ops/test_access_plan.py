@@ -15,6 +15,7 @@ import pytest
 from surveil.events import topics
 from surveil.runtime import access
 from surveil.runtime.config import Settings, kafka_client_config, redacted
+from surveil.runtime.kafka import producer_config
 from surveil.runtime.lag_exporter import GROUPS
 from surveil.runtime.state import MemoryBackend, State
 
@@ -179,6 +180,19 @@ def test_settings_read_the_client_security_from_the_environment(monkeypatch: pyt
     monkeypatch.delenv("KAFKA_USERNAME")
     with pytest.raises(ValueError, match="KAFKA_USERNAME"):
         Settings.from_env("x").kafka_client()
+
+
+def test_the_producers_linger_is_a_setting_with_a_default_and_nothing_below_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KAFKA_LINGER_MS", raising=False)
+    assert producer_config(Settings.from_env("shoe-reader"))["linger_ms"] == 5
+    monkeypatch.setenv("KAFKA_LINGER_MS", "0")
+    assert producer_config(Settings.from_env("shoe-reader"))["linger_ms"] == 0
+    monkeypatch.setenv("KAFKA_LINGER_MS", "20")
+    assert producer_config(Settings.from_env("table-controller"))["linger_ms"] == 20
+    for wrong in ("-1", "5ms", "²", ""):
+        monkeypatch.setenv("KAFKA_LINGER_MS", wrong)
+        with pytest.raises(ValueError, match="KAFKA_LINGER_MS"):
+            Settings.from_env("shoe-reader")
 
 
 def test_faust_gets_the_same_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
