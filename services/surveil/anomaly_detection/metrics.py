@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from prometheus_client import Counter, Gauge, Histogram
+import time
+
+from prometheus_client import Counter, Histogram
 
 from ..core.findings import SEVERITY, severities
 from ..core.play import Outcome
 from ..detect.watch import TableState
 from ..events import models, topics
-from ..runtime.metrics import DEAD_LETTERS
+from ..runtime.metrics import DEAD_LETTERS, TableFamily
 
 __all__ = [
     "ALERTS",
@@ -40,13 +42,15 @@ for _code in SEVERITY:
 # at most a series). Its series start with a table's first alert: labels that many are not made up
 # front. Not by patron: /metrics is unauthenticated, and which patron an alert names is for the
 # room's alert feed and the incident report, not for it.
-TABLE_ALERTS = Counter("surveil_table_alerts_total", "Alerts raised at a table, by rule and severity.", ["table", "rule", "severity"])
+TABLE_ALERTS = TableFamily(
+    "surveil_table_alerts_total", "Alerts raised at a table, by rule and severity.", "counter", ("table", "rule", "severity")
+)
 
 
 def alert_raised(alert: models.AlertRaised) -> None:
     d = alert.data
     ALERTS.labels(d.rule, d.severity).inc()
-    TABLE_ALERTS.labels(alert.subject, d.rule, d.severity).inc()
+    TABLE_ALERTS.inc(alert.subject, d.rule, d.severity)
 
 
 # By the topic the detectors read the event from: a card read (baccarat.shoe) comes one hop from
@@ -79,20 +83,23 @@ COMMIT_SECONDS = Histogram(
 )
 
 # Per table, for the surveillance room's dashboards and the "table silent" alert (ops/prometheus).
-ROUND_OUTCOMES = Counter(
+ROUND_OUTCOMES = TableFamily(
     "surveil_round_outcomes_total",
     "Rounds completed at a table, by outcome (player, banker, tie) and the dealer who ran them; demonstration rounds are left out.",
-    ["table", "dealer", "outcome"],
+    "counter",
+    ("table", "dealer", "outcome"),
 )
-TABLE_LAST_EVENT = Gauge(
+TABLE_LAST_EVENT = TableFamily(
     "surveil_table_last_event_timestamp_seconds",
     "When (Unix time, this worker's clock) this worker last processed an event of the table's shoe or table stream.",
-    ["table"],
+    "gauge",
+    ("table",),
 )
-TABLE_SHOE_IN_PLAY = Gauge(
+TABLE_SHOE_IN_PLAY = TableFamily(
     "surveil_table_shoe_in_play",
     "1 while the table's shoe is in play (started and not ended, by the shoe stream), 0 once it ended.",
-    ["table"],
+    "gauge",
+    ("table",),
 )
 
 _SHOE_EVENTS = (models.ShoeStarted, models.CardRead, models.CutCardReached, models.ShoeEnded)
@@ -106,18 +113,18 @@ def table_event(event: models.Event, state: TableState) -> None:
         return
     # The worker's clock, not the event's time: a recorded or simulated floor replayed through
     # the broker has event times of its own, and what the room asks is "when did we last hear".
-    TABLE_LAST_EVENT.labels(table).set_to_current_time()
+    TABLE_LAST_EVENT.set(table, value=time.time())
     if isinstance(event, _SHOE_EVENTS):
         shoe_id = event.data.shoe_id
         shoe = state.shoes.get(shoe_id)
         ended = isinstance(event, models.ShoeEnded) or shoe_id in state.finished_shoes or (shoe is not None and shoe.shoe.ended)
-        TABLE_SHOE_IN_PLAY.labels(table).set(0 if ended else 1)
+        TABLE_SHOE_IN_PLAY.set(table, value=0 if ended else 1)
     elif isinstance(event, models.RoundOpened):  # the round's series from 0, before its first outcome
         for outcome in Outcome:
-            ROUND_OUTCOMES.labels(table, event.data.dealer_id, outcome.value)
+            ROUND_OUTCOMES.touch(table, event.data.dealer_id, outcome.value)
     elif isinstance(event, models.RoundCompleted):
         watched = state.rounds.get(event.data.round_id)
         played = watched.round if watched is not None else None
         if played is None or not played.demo:
             dealer = played.dealer_id if played is not None else "unknown"
-            ROUND_OUTCOMES.labels(table, dealer, event.data.outcome.value).inc()
+            ROUND_OUTCOMES.inc(table, dealer, event.data.outcome.value)

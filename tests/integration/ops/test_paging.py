@@ -28,12 +28,12 @@ from typing import Any
 
 import pytest
 import yaml
-from prometheus_client import REGISTRY, start_http_server
 
 from support.processes import Launched, answering, free_port
 from surveil.anomaly_detection import metrics
 from surveil.core.findings import AlertCode, Finding
 from surveil.detect.alerts import Context, raise_alert
+from surveil.runtime.metrics import serve
 
 ROOT = Path(__file__).resolve().parents[3]
 RULES = ROOT / "ops" / "prometheus" / "rules"
@@ -100,7 +100,7 @@ def test_a_firing_critical_rule_reaches_the_console_webhook_with_its_token(tmp_p
     table = f"T-{uuid.uuid4().hex[:6]}"  # this test's own: other tests' alerts may be in this process's metrics too
     finding = Finding(AlertCode.CARD_MISMATCH, "Art. 5", "A hand's card differs from what the shoe read.", {})
     metrics.alert_raised(raise_alert(finding, Context(table, "round:paging"), datetime.now(UTC)))
-    exporter, _ = start_http_server(0, "127.0.0.1", REGISTRY)  # what anomaly-detection's /metrics serves
+    exporter = serve(0, "127.0.0.1")  # what anomaly-detection's /metrics serves
     token = secrets.token_hex(16)
     (tmp_path / "token").write_text(token)
 

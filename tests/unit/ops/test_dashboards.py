@@ -32,6 +32,7 @@ from prometheus_client import REGISTRY
 
 from surveil.core.odds import tabled_outcome_counts
 from surveil.core.play import Outcome
+from surveil.runtime.metrics import table_families
 
 ROOT = Path(__file__).resolve().parents[3]
 GRAFANA = ROOT / "ops" / "grafana"
@@ -240,6 +241,8 @@ def exported() -> dict[str, frozenset[str] | None]:
     for family in REGISTRY.collect():
         for sample in family.samples:
             names.setdefault(sample.name, set()).update(sample.labels)
+    for table_family in table_families():  # written out by hand, beside the registry
+        names.setdefault(table_family.name, set()).update(table_family.labelnames)
     return {name: frozenset(labels) for name, labels in names.items()}
 
 
