@@ -18,7 +18,13 @@ simulator playing live into them. Three measurements:
   simulated floor, and the stack's broker, Redis and Prometheus (found by the port they listen
   on, else by ``.stack/``'s pid files). ``--tables 1000,2000`` is a sweep, one run per size;
   ``--json`` writes it as one document (``bench/plot_sweep.py`` draws it); ``--profile DIR``
-  records each service and the floor with py-spy over the window.
+  records each service and the floor with py-spy over the window. ``--broker-requests`` adds the
+  broker's requests a round by type (Produce, Fetch, AddPartitionsToTxn, EndTxn, ...: the
+  broker's own meters, read at the window's start and end, by the rounds that ended between the
+  readings; ``bench/broker_requests.py``). Opt-in: it opens an unauthenticated JMX port in the
+  running broker, on 127.0.0.1, for the run (``jcmd ... ManagementAgent.start``; closed after the
+  window). The counts are the whole broker's: the bench's own consumer and lag watcher, and
+  anything else using the broker meanwhile, are in them.
 - ``full-speed``: T tables x S shoes played as fast as the reader and broker take them
   (``--pace 0``); events/s through every topic and every consumer group, and end to end (until
   the detectors have consumed everything).
@@ -35,6 +41,7 @@ under a fresh TOPIC_PREFIX, Redis keys under its REDIS_PREFIX, ACLs and Redis us
     .venv/bin/python bench/pipeline.py live --tables 1000 --seconds 300
     .venv/bin/python bench/pipeline.py live --tables 1000,2000,3000,4000,6000 --seconds 300 --json sweep.json
     .venv/bin/python bench/pipeline.py live --tables 1000 --profile profiles/   # py-spy of each service
+    .venv/bin/python bench/pipeline.py live --tables 1000 --broker-requests     # the broker's requests a round
     .venv/bin/python bench/pipeline.py full-speed --tables 100 --shoes 1
     .venv/bin/python bench/pipeline.py full-speed --tables 100 --shoes 1 --instances 2 --check
 """
@@ -57,6 +64,7 @@ import urllib.request
 import uuid
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -71,6 +79,7 @@ from prometheus_client.parser import text_string_to_metric_families
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+import broker_requests
 from procstat import STACK, PeakRss, cpu_seconds, load_average, proc_cpu_seconds, proc_status, stack_pids
 from profiles import Profiles
 from support.processes import Launched, free_port, stop
@@ -646,6 +655,7 @@ class LiveSpec:
     seed: int = 1
     prometheus_port: int = 9090  # the stack's, to find its process
     profile: Path | None = None  # py-spy's profiles of each process go here
+    broker_requests: bool = False  # read the broker's request meters (opens a JMX port in it for the run)
 
 
 def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
@@ -655,7 +665,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
     inject = injections(tables, spec.per_table)
     # Generating runs at ~700 rounds/s on a free core: give it three times that, and 20 s.
     lead = spec.lead if spec.lead is not None else 20 + 3 * tables * seconds / PACE / 700
-    with Pipeline(bootstrap, redis_url, instances=spec.instances) as pipeline:
+    with Pipeline(bootstrap, redis_url, instances=spec.instances) as pipeline, ExitStack() as cleanup:
         alerts = Alerts(pipeline)
         alerts.start()
         alerts.ready.wait(60)
@@ -696,6 +706,10 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
             metric: pipeline.histogram(metric)
             for metric in ("surveil_detection_latency_seconds", "surveil_detection_queue_latency_seconds", "surveil_alert_latency_seconds")
         }
+        # The broker's request meters (--broker-requests): its JMX port open from here to the window's
+        # end; a reading is a JVM of its own (~1 s), so it comes before the CPU readings.
+        requests = cleanup.enter_context(broker_requests.WindowCounts(stack.get("kafka"), say)) if spec.broker_requests else None
+        requests_before = requests.read() if requests else None
         measured = {**pipeline.pids(), "simulator": simulator.pid, **stack}
         cpu_before, bench_cpu_before = cpu_seconds(measured), time.process_time()
         window_start = time.time()
@@ -712,6 +726,9 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         after = {metric: pipeline.histogram(metric) for metric in before}
         cpu_after = cpu_seconds(measured)
         bench_cpu = time.process_time() - bench_cpu_before
+        requests_after = requests.read() if requests and requests_before else None
+        if requests:
+            requests.close()  # the JMX port is open no longer than the window
         profiled = profiles.finish() if profiles else {}
         played = simulator.result()
         window = [s for s in offsets.samples if window_start <= s["t"] <= window_end]
@@ -805,10 +822,57 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         else {},
         "idle_seconds": idle_span,
         "peak_rss_mb": peak,
+        "broker_requests": broker_requests_figures(requests, requests_before, requests_after, round_ends),
         "stack_pids": stack,
         "profiles": profiled,
         "load_average": {"min": min(x[0] for x in loads), "max": max(x[0] for x in loads), "start": loads[0], "end": loads[-1]},
     }
+
+
+def broker_requests_figures(
+    requests: broker_requests.WindowCounts | None,
+    before: broker_requests.Reading | None,
+    after: broker_requests.Reading | None,
+    round_ends: list[float],
+) -> dict[str, Any] | None:
+    """The broker's requests a round by type and in total between the two readings, with the
+    rounds and seconds between them and the counts; None when not asked for, ``error`` when failed."""
+    if requests is None:
+        return None
+    if before is None or after is None:
+        return {"error": requests.error or "not read"}
+    rounds = broker_requests.rounds_between(before, after, round_ends)
+    try:
+        per_round = broker_requests.per_round(before, after, rounds)
+    except broker_requests.BrokerRequestsError as e:
+        say(f"broker requests not measured: {e}")
+        return {"error": str(e)}
+    counts = {name: after.counts[name] - before.counts.get(name, 0) for name in after.counts}
+    return {
+        "per_round": per_round,
+        "rounds": rounds,
+        "seconds": after.at - before.at,
+        "counts": {name: n for name, n in sorted(counts.items()) if n},
+        "not_in_total": sorted(broker_requests.SUBSETS),
+    }
+
+
+def broker_requests_lines(figures: Mapping[str, Any] | None) -> list[str]:
+    """The summary's lines of ``broker_requests_figures`` (none when not asked for)."""
+    if figures is None:
+        return []
+    if "error" in figures:
+        return [f"  broker requests a round: not measured ({figures['error']})"]
+    per_round = dict(figures["per_round"])
+    if not per_round:
+        return [f"  broker requests a round: no round ended between the readings ({figures['seconds']:.0f} s)"]
+    total = per_round.pop("total")
+    by_type = ", ".join(f"{name} {n:.2f}" for name, n in per_round.items())
+    return [
+        f"  broker requests a round: {total:.2f} in all over {figures['rounds']} rounds in {figures['seconds']:.0f} s "
+        f"({', '.join(figures['not_in_total'])}: counted in Fetch too, not in the total)",
+        f"    {by_type}",
+    ]
 
 
 def progress(tables: int, elapsed: float, window: float, offsets: Offsets, load: float) -> str:
@@ -843,6 +907,7 @@ def summary(result: Mapping[str, Any]) -> str:
     if result["idle_cpu_share"]:
         idle = ", ".join(f"{n} {100 * share:.1f} %" for n, share in result["idle_cpu_share"].items())
         lines.append(f"  idle before play ({result['idle_seconds']:.0f} s), % of a core: {idle}")
+    lines += broker_requests_lines(result.get("broker_requests"))
     return "\n".join(lines)
 
 
@@ -1060,6 +1125,13 @@ def main() -> None:
         help="the stack's Prometheus, to find its process (env PROMETHEUS_PORT, default 9090)",
     )
     p_live.add_argument("--profile", type=Path, help="py-spy each service and the floor over the measured window into DIR/N-tables/")
+    p_live.add_argument(
+        "--broker-requests",
+        action="store_true",
+        help="also the broker's requests a round by type (Produce, Fetch, EndTxn, ...), from its meters over JMX: "
+        "opens an UNAUTHENTICATED JMX port in the running broker, on 127.0.0.1, while the run measures (jcmd "
+        "ManagementAgent.start; closed after the window); needs jcmd, java and the broker's kafka-tools jar",
+    )
     p_full = sub.add_parser("full-speed", help="a floor as fast as it goes")
     p_full.add_argument("--tables", type=int, default=100)
     p_full.add_argument("--shoes", type=int, default=1)
@@ -1072,7 +1144,17 @@ def main() -> None:
         sizes = [int(n) for n in args.tables.split(",") if n]
         for number, tables in enumerate(sizes, 1):
             say(f"run {number} of {len(sizes)}: {tables} tables, {args.seconds:g} s of play at a round every {PACE:g} s a table")
-            spec = LiveSpec(tables, args.seconds, args.instances, args.injections, args.lead, args.seed, args.prometheus_port, args.profile)
+            spec = LiveSpec(
+                tables,
+                args.seconds,
+                args.instances,
+                args.injections,
+                args.lead,
+                args.seed,
+                args.prometheus_port,
+                args.profile,
+                args.broker_requests,
+            )
             results.append(live(args.bootstrap, args.redis, spec))
             print(show(results[-1]), flush=True)
             print(summary(results[-1]), flush=True)

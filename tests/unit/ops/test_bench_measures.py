@@ -1,7 +1,8 @@
 """What bench/pipeline.py's figures rest on, without a broker: the /proc readings of
 bench/procstat.py (which process listens on a port, CPU seconds, peak RSS, the stack's pid files
-refused when the pid is another program's) and the issue's *sustained* (every group's lag slope
-under 1 event/s)."""
+refused when the pid is another program's), the issue's *sustained* (every group's lag slope
+under 1 event/s), and the broker's requests a round (bench/broker_requests.py: JmxTool's output
+read into counts by request type, two readings into figures a round)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from pathlib import Path
 BENCH = Path(__file__).resolve().parents[3] / "bench"
 sys.path.insert(0, str(BENCH))
 
+import broker_requests  # noqa: E402
 import pipeline  # noqa: E402
 import procstat  # noqa: E402
 
@@ -76,3 +78,133 @@ def test_sustained_is_every_groups_lag_slope_under_one_event_a_second() -> None:
     # 3,000-table floor's input; it called this sustained, the issue does not.
     too_short = dict(flat, settlement=pipeline.lag_trend(lag_samples(0.0, seconds=10), "settlement"))
     assert not pipeline.sustained(too_short)
+
+
+# ---- the broker's requests a round (bench/broker_requests.py, pipeline.py live --broker-requests)
+
+# JmxTool's stdout (--report-format properties, --attributes Count, --one-time true) from the
+# stack's broker (Kafka 4.1.1, one KRaft node), as it printed it; the counts are since the broker started.
+JMXTOOL_OUTPUT = """\
+time=1796204667729
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=AddOffsetsToTxn,version=3:Count=1635
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=AddPartitionsToTxn,version=3:Count=1843
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=AddPartitionsToTxnVerification,version=5:Count=3191
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=AllocateProducerIds,version=0:Count=1
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=AlterUserScramCredentials,version=0:Count=2
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=ApiVersions,version=4:Count=5
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=BrokerHeartbeat,version=1:Count=374
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=BrokerRegistration,version=4:Count=1
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=ControllerRegistration,version=0:Count=2
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=CreateAcls,version=3:Count=2
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=CreateTopics,version=7:Count=6
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=DeleteTopics,version=6:Count=2
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=DescribeAcls,version=3:Count=1
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=DescribeConfigs,version=4:Count=1
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=EndTxn,version=3:Count=1591
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Fetch,version=12:Count=1644
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=FetchConsumer,version=12:Count=1644
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=FindCoordinator,version=6:Count=6
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Heartbeat,version=4:Count=18
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=InitProducerId,version=4:Count=5
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=JoinGroup,version=7:Count=2
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=ListGroups,version=5:Count=1
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=ListOffsets,version=10:Count=3
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Metadata,version=13:Count=44
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=OffsetFetch,version=8:Count=3
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Produce,version=9:Count=5463
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=SyncGroup,version=5:Count=2
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=TxnOffsetCommit,version=3:Count=1591
+kafka.network:type=RequestMetrics,name=RequestsPerSec,request=WriteTxnMarkers,version=1:Count=1591
+"""
+
+# `jcmd <broker pid> ManagementAgent.status` after broker_requests.start_agent (the stub URL shortened).
+AGENT_STATUS = """\
+5622:
+Agent: enabled
+
+Connection Type: remote
+Protocol       : rmi
+Host           : 127.0.0.1
+URL            : service:jmx:rmi://127.0.0.1:39395/stub/rO0ABXNyAC5qYXZheC5tYW5hZ2VtZW50LnJlbW90ZS5ybWkuUk1JU2VydmVySW1wbF9TdHVi
+Properties     :
+  com.sun.management.jmxremote.rmi.port = 39395
+  com.sun.management.jmxremote.host = 127.0.0.1
+  com.sun.management.jmxremote.authenticate = false
+  com.sun.management.jmxremote.ssl.need.client.auth = false [default]
+  com.sun.management.jmxremote.ssl = false
+  com.sun.management.jmxremote.registry.ssl = false [default]
+  com.sun.management.jmxremote.local.only = true [default]
+  com.sun.management.jmxremote.password.file = jmxremote.password [default]
+  com.sun.management.jmxremote.access.file = jmxremote.access [default]
+  com.sun.management.config.file = management.properties [default]
+  com.sun.management.jmxremote.port = 39395
+"""
+
+
+def test_jmxtool_output_becomes_counts_by_request_type_with_the_versions_summed() -> None:
+    reading = broker_requests.parse(JMXTOOL_OUTPUT)
+    assert reading.at == 1796204667.729
+    assert len(reading.counts) == 29
+    assert reading.counts["Produce"] == 5463
+    assert reading.counts["Fetch"] == reading.counts["FetchConsumer"] == 1644
+    assert reading.counts["EndTxn"] == reading.counts["TxnOffsetCommit"] == 1591
+    assert reading.counts["AddPartitionsToTxnVerification"] == 3191  # its own meter, not in AddPartitionsToTxn
+    # A client on an older version of a request has a meter of its own: one type, summed.
+    older = JMXTOOL_OUTPUT + "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=Produce,version=7:Count=37\n"
+    assert broker_requests.parse(older).counts["Produce"] == 5463 + 37
+
+
+def test_jmxtool_output_without_counts_is_an_error_not_an_empty_reading() -> None:
+    for text in ("", "time=1796204667729\n", JMXTOOL_OUTPUT.partition("\n")[2]):  # nothing; no meters; no time
+        try:
+            broker_requests.parse(text)
+        except broker_requests.BrokerRequestsError:
+            continue
+        raise AssertionError(f"parsed: {text[:40]!r}")
+
+
+def test_the_agents_port_is_read_from_its_status_and_a_disabled_agent_has_none() -> None:
+    assert broker_requests.agent_port(AGENT_STATUS) == 39395
+    assert broker_requests.agent_port("5622:\nAgent: disabled\n") is None
+
+
+def test_two_readings_become_requests_a_round_and_a_total_without_fetchs_double_count() -> None:
+    before = broker_requests.parse(JMXTOOL_OUTPUT)
+    after = broker_requests.Reading(
+        before.at + 60,
+        before.counts | {"Produce": 5463 + 300, "Fetch": 1644 + 900, "FetchConsumer": 1644 + 900, "EndTxn": 1591 + 150, "OffsetCommit": 30},
+    )
+    round_ends = [before.at - 1, before.at + 1, *(before.at + 2 + i for i in range(29)), before.at + 61]
+    rounds = broker_requests.rounds_between(before, after, round_ends)
+    assert rounds == 30
+    figures = broker_requests.per_round(before, after, rounds)
+    # Types with no request between the readings are left out; OffsetCommit's first request made its meter.
+    assert figures == {"Fetch": 30.0, "FetchConsumer": 30.0, "Produce": 10.0, "EndTxn": 5.0, "OffsetCommit": 1.0, "total": 46.0}
+    assert list(figures)[:2] == ["Fetch", "FetchConsumer"]  # the busiest first
+    assert broker_requests.per_round(before, after, 0) == {}
+    restarted = broker_requests.Reading(after.at, after.counts | {"Produce": 12})
+    try:
+        broker_requests.per_round(before, restarted, rounds)
+    except broker_requests.BrokerRequestsError as e:
+        assert "Produce" in str(e)
+    else:
+        raise AssertionError("a count that went down was taken for requests")
+
+
+def test_the_summary_has_the_broker_requests_a_round_only_when_asked_for() -> None:
+    before = broker_requests.parse(JMXTOOL_OUTPUT)
+    after = broker_requests.Reading(before.at + 60, before.counts | {"Produce": 5463 + 300, "EndTxn": 1591 + 150})
+    counts = broker_requests.WindowCounts(None, lambda _: None)
+    figures = pipeline.broker_requests_figures(counts, before, after, [before.at + 1 + i for i in range(30)])
+    assert figures is not None
+    assert figures["per_round"] == {"Produce": 10.0, "EndTxn": 5.0, "total": 15.0}
+    assert figures["counts"] == {"Produce": 300, "EndTxn": 150}
+    assert figures["rounds"] == 30 and figures["seconds"] == 60
+    lines = pipeline.broker_requests_lines(figures)
+    assert lines[0].startswith("  broker requests a round: 15.00 in all over 30 rounds in 60 s")
+    assert lines[1] == "    Produce 10.00, EndTxn 5.00"
+    assert pipeline.broker_requests_figures(None, before, after, []) is None
+    assert pipeline.broker_requests_lines(None) == []
+    failed = pipeline.broker_requests_figures(counts, None, None, [])
+    assert failed == {"error": "not read"}
+    assert "not measured" in pipeline.broker_requests_lines(failed)[0]
