@@ -20,7 +20,9 @@ share of a core; the records the relay read, wrote and its transactions (its own
 with SIGUSR1 at both ends of the window); and its consumer group's lag at the end (the input's end
 offsets less the group's committed offsets): a lag past a batch or two says it did not keep up,
 and its figures are then too low. ``--records-per-round`` turns the relay's cost per input into
-its cost a round. ``--rate 0``: nothing is fed, and each process' idle share of a core is all.
+its cost a round. ``--gather-ms G``: the relay waits G ms after each transaction, so that the next
+batch gathers (fewer, larger transactions; what a service would add to each hop's latency).
+``--rate 0``: nothing is fed, and each process' idle share of a core is all.
 
     eval "$(ops/stack.sh env)"      # the admin's credentials
     .venv/bin/python bench/kafka_floor.py --rate 380 --seconds 60
@@ -76,7 +78,7 @@ def _report_on_sigusr1(counts: list[tuple[int, ...]]) -> None:
     signal.signal(signal.SIGUSR1, lambda *_: print(*counts[0], flush=True))
 
 
-def relay(source: str, sink: str, group: str, ratio: float) -> None:
+def relay(source: str, sink: str, group: str, ratio: float, gather_ms: float) -> None:
     """Child process: ``KafkaRunner``'s clients and loop, relaying ``source`` to ``sink``."""
     settings = Settings.from_env("kafka-floor-relay")
     member = f"{group}-{settings.instance_id}"
@@ -128,6 +130,8 @@ def relay(source: str, sink: str, group: str, ratio: float) -> None:
                 raise SystemExit(f"transaction lost: epoch {epoch.epoch} -> {manager.producer_id_and_epoch.epoch}, {failed} sends failed")
             done_in, done_out, done_tx = counts[0]
             counts[0] = (done_in + read, done_out + len(sent), done_tx + 1)
+            if gather_ms:  # the next batch gathers meanwhile: fewer, larger transactions
+                time.sleep(gather_ms / 1000)
     finally:
         consumer.close()
         producer.close()
@@ -205,6 +209,7 @@ def main() -> None:
     parser.add_argument("--warm-up", type=float, default=20.0, help="seconds fed before the window")
     parser.add_argument("--tables", type=int, default=1000, help="table ids the records are keyed by")
     parser.add_argument("--outputs", type=float, default=0.6, help="records the relay writes per record read")
+    parser.add_argument("--gather-ms", type=float, default=0.0, help="the relay waits this long after each transaction")
     parser.add_argument("--records-per-round", type=float, default=18.6, help="records a service reads a round")
     parser.add_argument("--json", type=Path, help="append the result here as one JSON line")
     parser.add_argument("--relay", nargs=3, metavar=("SOURCE", "SINK", "GROUP"), help=argparse.SUPPRESS)
@@ -212,7 +217,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.relay:
         source, sink, group = args.relay
-        relay(source, sink, group, args.outputs)
+        relay(source, sink, group, args.outputs, args.gather_ms)
         return
     if args.feed:
         feeder(args.feed, args.rate, args.tables)
@@ -229,7 +234,7 @@ def main() -> None:
     log = open(f"/tmp/{group}.log", "w")
     children: list[subprocess.Popen[bytes]] = []
     try:
-        relayer = _child(["--outputs", str(args.outputs), "--relay", source, sink, group], log)
+        relayer = _child(["--outputs", str(args.outputs), "--gather-ms", str(args.gather_ms), "--relay", source, sink, group], log)
         children.append(relayer)
         _line(relayer, 120, "readiness")
         fed = None
@@ -273,6 +278,7 @@ def main() -> None:
         "window_s": round(window, 2),
         "tables": args.tables,
         "outputs_per_record": args.outputs,
+        "gather_ms": args.gather_ms,
         "fed": fed_count,
         "read": read,
         "written": written,
@@ -282,7 +288,8 @@ def main() -> None:
         "load_average": [load0[0], load1[0]],
     }
     print(
-        f"kafka-python floor, {args.rate:.0f} records/s fed for {window:.0f} s (after {args.warm_up:.0f} s warm-up), {args.tables} tables:"
+        f"kafka-python floor, {args.rate:.0f} records/s fed for {window:.0f} s (after {args.warm_up:.0f} s warm-up), {args.tables} tables, "
+        f"relay gathering {args.gather_ms:g} ms:"
     )
     if read:
         if "feeder" in used and fed_count:
@@ -290,12 +297,16 @@ def main() -> None:
         result |= {
             "cpu_us_per_record": {name: round(us, 1) for name, us in per_read.items()},
             "relay_ms_per_round": round(args.records_per_round * per_read["relay"] / 1000, 3),
+            "relay_ms_per_transaction": round(1000 * used["relay"] / max(transactions, 1), 3),
         }
         print(
             f"  records: {fed_count} fed, {read} read and {written} written by the relay ({read / window:.0f}/s in), "
             f"{transactions} transactions ({read / max(transactions, 1):.1f} records each); lag at the end {lag}"
         )
-        print(f"  relay:  {per_read['relay']:.0f} us CPU a record read, {share['relay']:.1f} % of a core")
+        print(
+            f"  relay:  {per_read['relay']:.0f} us CPU a record read, {1000 * used['relay'] / max(transactions, 1):.2f} ms a transaction, "
+            f"{share['relay']:.1f} % of a core"
+        )
         print(
             f"          {args.records_per_round:g} records a round: {result['relay_ms_per_round']:.2f} ms a round "
             f"({args.outputs:g} out per record)"
