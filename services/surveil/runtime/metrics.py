@@ -36,7 +36,7 @@ class TableFamily:
     """A metric family with a series per table (and more labels), kept in dicts and written out
     by hand. prometheus_client's exposition takes about 10 µs a sample, holding the interpreter:
     at 1,000 tables a scrape of the detectors' 14,000 per-table samples stopped their event loop
-    for 140 ms every 5 s (``bench/scrape.py``). Here each series' line is written when its value
+    for 150 ms every 5 s (``bench/scrape.py``). Here each series' line is written when its value
     changes, and a scrape only joins the lines."""
 
     def __init__(self, name: str, documentation: str, kind: Literal["counter", "gauge"], labelnames: tuple[str, ...]) -> None:
@@ -62,9 +62,6 @@ class TableFamily:
         """The series exists from now on, at 0 until it changes."""
         if labels not in self._values:
             self.set(*labels, value=0.0)
-
-    def value(self, *labels: str) -> float | None:
-        return self._values.get(labels)
 
     def series(self) -> list[tuple[tuple[str, ...], float]]:
         return list(self._values.items())  # a copy, taken at once: the event loop may add a series meanwhile
