@@ -16,13 +16,11 @@ checked: a share of a core near 100 % says it did not keep up, and the figure is
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import subprocess
 import sys
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from kafka import KafkaProducer
@@ -31,7 +29,6 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from procstat import load_average, proc_cpu_seconds
 from surveil.runtime.config import Settings, kafka_client_config
 
-ROOT = Path(__file__).resolve().parents[1]
 WARM_UP_S = 20.0
 PARTITIONS = 6  # the shared topics' count
 
@@ -100,7 +97,6 @@ def main() -> None:
     log = open(f"/tmp/{group}.log", "w")
     child = subprocess.Popen(
         [sys.executable, __file__, "--gather-ms", str(args.gather_ms), "--worker", topic, group],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "services"), str(ROOT / "bench"), os.environ.get("PYTHONPATH", "")])},
         stdout=log,
         stderr=subprocess.STDOUT,
     )

@@ -52,7 +52,6 @@ from procstat import load_average, proc_cpu_seconds, stack_pids
 from surveil.runtime.config import Settings
 from surveil.runtime.kafka import partition_for, producer_config
 
-ROOT = Path(__file__).resolve().parents[1]
 PARTITIONS = 6  # the shared topics' count
 VALUE_BYTES = 250  # a card read's event
 
@@ -163,7 +162,6 @@ def feeder(topic: str, rate: float, tables: int) -> None:
 def _child(args: list[str], log: IO[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, __file__, *args],
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "services"), str(ROOT / "bench"), os.environ.get("PYTHONPATH", "")])},
         stdout=subprocess.PIPE,
         stderr=log,
     )
