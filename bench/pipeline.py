@@ -920,20 +920,28 @@ def stop_watching(*watchers: Any) -> None:
 
 
 def drain(pipeline: Pipeline, offsets: Offsets, timeout: float) -> float | None:
-    """When every group has consumed what had been produced by the time play ended (None: not
-    within ``timeout``). A caught-up group's committed offsets stop short of the transaction
-    markers, one per partition: that much is allowed."""
+    """When the pipeline has consumed everything, including what the services behind at the end
+    of play published afterwards (None: not within ``timeout``): the time of the first sample
+    after play in which ``drained``."""
     deadline = time.time() + timeout
     ended = offsets.samples[-1]
     groups = [g for g in CONSUMERS if g in pipeline.services]
     while time.time() < deadline:
         time.sleep(1)
-        last = offsets.samples[-1]
-        if last is ended:
+        previous, last = offsets.samples[-2:]
+        if last is ended or previous is ended:
             continue
-        if all(last["consumed"][g] >= ended["consumed"][g] + ended["lag"][g] - len(CONSUMED[g]) * pipeline.partitions for g in groups):
+        if drained(previous, last, {g: len(CONSUMED[g]) * pipeline.partitions for g in groups}):
             return float(last["t"])
     return None
+
+
+def drained(previous: dict[str, Any], last: dict[str, Any], markers: dict[str, int]) -> bool:
+    """Whether two samples in a row (after play) show nothing left: no topic written to between
+    them, and every group's lag within ``markers`` (a caught-up group's committed offsets stop
+    short of the transaction markers, one a partition). A group caught up with a group still
+    behind it (the detectors with the table-controller) is not drained: the later still writes."""
+    return last["produced"] == previous["produced"] and all(last["lag"][g] <= allowed for g, allowed in markers.items())
 
 
 # ---- full speed -------------------------------------------------------------------------------

@@ -1,8 +1,9 @@
 """What bench/pipeline.py's figures rest on, without a broker: the /proc readings of
 bench/procstat.py (which process listens on a port, CPU seconds, peak RSS, the stack's pid files
 refused when the pid is another program's), the issue's *sustained* (every group's lag slope
-under 1 event/s), and the broker's requests a round (bench/broker_requests.py: JmxTool's output
-read into counts by request type, two readings into figures a round)."""
+under 1 event/s), the drain's end (nothing written, no group behind), and the broker's requests
+a round (bench/broker_requests.py: JmxTool's output read into counts by request type, two
+readings into figures a round)."""
 
 from __future__ import annotations
 
@@ -139,6 +140,17 @@ Properties     :
   com.sun.management.config.file = management.properties [default]
   com.sun.management.jmxremote.port = 39395
 """
+
+
+def test_drained_is_nothing_written_between_two_samples_and_every_group_within_its_markers() -> None:
+    markers = {"table-controller": 4, "anomaly-detection": 8}
+    quiet = {"produced": {"shoe": 900, "table": 500, "alerts": 3}, "lag": {"table-controller": 4, "anomaly-detection": 8}}
+    assert pipeline.drained(quiet, quiet, markers)
+    # The detectors caught up with what is there, but the table-controller still writes its backlog.
+    writing = {"produced": {"shoe": 900, "table": 520, "alerts": 3}, "lag": {"table-controller": 4, "anomaly-detection": 8}}
+    assert not pipeline.drained(quiet, writing, markers)
+    behind = {**quiet, "lag": {"table-controller": 5, "anomaly-detection": 0}}
+    assert not pipeline.drained(quiet, behind, markers)
 
 
 def test_jmxtool_output_becomes_counts_by_request_type_with_the_versions_summed() -> None:
