@@ -223,6 +223,8 @@ class KafkaRunner:
                         records = {tp: batch for tp, batch in records.items() if tp not in recovered}
                     if records:
                         self._process(records)
+                        # The next batch gathers meanwhile (KAFKA_GATHER_MS): fewer, larger transactions.
+                        self.stop.wait(self.settings.kafka_gather_ms / 1000)
                 except STORE_UNAVAILABLE as error:
                     self._wait_for_store(records, error)
         finally:

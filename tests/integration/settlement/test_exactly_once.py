@@ -3,7 +3,9 @@ the two moments that matter (after the batch is in Redis, before its Kafka trans
 inside the transaction, before its commit), and a new runner with the same instance id publishes
 the batch exactly once from the Redis outbox and carries on, in the order the batch made it. A
 transaction the broker aborted under a commit that returned (kafka-python's epoch bump) is
-published again. And a zombie, whose partitions another member moved on, writes nothing."""
+published again. A zombie, whose partitions another member moved on, writes nothing. And a runner
+that lets records gather between transactions (``KAFKA_GATHER_MS``) commits fewer, larger batches
+to the same ledger."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Any
 
 import pytest
 import redis
+from kafka import KafkaProducer
 
 from integration.deployment import (
     Deployment,
@@ -28,7 +31,7 @@ from integration.deployment import (
 )
 from surveil.events import codec, topics
 from surveil.events import models as m
-from surveil.runtime.config import Settings
+from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.kafka import KafkaRunner
 from surveil.runtime.state import StaleProgress
 from surveil.settlement.processor import SettlementProcessor
@@ -38,7 +41,7 @@ class Crash(BaseException):
     """The process dying: nothing after it runs (the runner catches Exception, not this)."""
 
 
-def runner(deployment: Deployment, processor: Any = None) -> KafkaRunner:
+def runner(deployment: Deployment, processor: Any = None, gather_ms: int = 0) -> KafkaRunner:
     processor = processor or SettlementProcessor()
     settings = Settings(
         service=processor.name,
@@ -50,6 +53,7 @@ def runner(deployment: Deployment, processor: Any = None) -> KafkaRunner:
         partitions=6,
         topic_prefix=deployment.topic_prefix,
         redis_prefix=deployment.redis_prefix,
+        kafka_gather_ms=gather_ms,
     )
     return KafkaRunner(processor, deployment.as_service(settings, processor.name), deployment.redis_backend())
 
@@ -209,3 +213,37 @@ def test_a_batch_from_two_topics_cut_short_by_a_crash_is_published_in_the_order_
         thread.join(60)
     assert published[: len(made_ids)] == made_ids
     assert sorted(published) == sorted(f"{event.id}/relayed" for event in shoe + closes)
+
+
+def test_a_runner_that_gathers_commits_fewer_larger_batches_to_the_same_ledger(deployment: Deployment) -> None:
+    events = simulated_floor(tables=1, shoes=1, seed=15)
+    run = runner(deployment, gather_ms=300)
+    batches: list[int] = []  # records a batch
+    process = run._process
+
+    def counted(batch: dict[Any, list[Any]]) -> None:
+        batches.append(sum(map(len, batch.values())))
+        process(batch)
+
+    run._process = counted  # type: ignore[method-assign]
+    thread = threading.Thread(target=run.run)
+    thread.start()
+    producer = KafkaProducer(**kafka_client_config(deployment.bootstrap), acks="all", enable_idempotence=True, linger_ms=0)
+    try:
+        started = time.monotonic()
+        for event in table_events(events):  # one at a time, as a table's events come
+            producer.send(deployment.topic(event.topic), key=event.subject.encode(), value=codec.encode(event))
+            producer.flush(timeout=60)
+            time.sleep(0.002)
+        publishing = time.monotonic() - started
+        deployment.wait_until_settled()
+    finally:
+        producer.close()
+        run.stop.set()
+        thread.join(60)
+    assert deployment.dump() == dump_memory(offline_settlement(events).ledger.backend)  # type: ignore[arg-type]
+    assert_published_once_each(deployment, settlement_events(events))
+    # A batch, then 300 ms of gathering: no more batches than that allows in the publishing time
+    # (without it, a batch of one or two records: each record was on the broker before the next was sent).
+    assert sum(batches) == len(table_events(events))
+    assert len(batches) <= publishing / 0.3 + 2, (len(batches), publishing)

@@ -195,6 +195,19 @@ def test_the_producers_linger_is_a_setting_with_a_default_and_nothing_below_zero
             Settings.from_env("shoe-reader")
 
 
+def test_the_transactional_services_gathering_is_a_setting_off_by_default_and_nothing_below_zero(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("KAFKA_GATHER_MS", raising=False)
+    assert Settings.from_env("table-controller").kafka_gather_ms == 0
+    monkeypatch.setenv("KAFKA_GATHER_MS", "20")
+    assert Settings.from_env("settlement").kafka_gather_ms == 20
+    for wrong in ("-1", "20ms", "0.5", ""):
+        monkeypatch.setenv("KAFKA_GATHER_MS", wrong)
+        with pytest.raises(ValueError, match="KAFKA_GATHER_MS"):
+            Settings.from_env("settlement")
+
+
 def test_faust_gets_the_same_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     import faust
 
