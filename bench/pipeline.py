@@ -614,6 +614,13 @@ def injections(tables: int, per_table: int) -> tuple[str, ...]:
 # ---- live, at real pace -----------------------------------------------------------------------
 
 
+def trades() -> dict[str, int]:
+    """The services' settings that trade latency for CPU, as this run's services have them (they
+    get this process's environment)."""
+    settings = Settings.from_env("bench")
+    return {"KAFKA_GATHER_MS": settings.kafka_gather_ms, "KAFKA_LINGER_MS": settings.kafka_linger_ms}
+
+
 def lag_trend(samples: list[dict[str, Any]], group: str) -> dict[str, float]:
     """Lag of ``group`` over ``samples``: mean, max, first and last quarter's means, and the
     least-squares slope (messages/s)."""
@@ -783,6 +790,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         "seconds": seconds,
         "instances": spec.instances,
         "pace_seconds_per_round": PACE,
+        "trades": trades(),
         "window_seconds": span,
         "generated": generated,
         "played": {k: v for k, v in played.items() if k != "labels"},
@@ -893,6 +901,7 @@ def summary(result: Mapping[str, Any]) -> str:
         f"{result['tables']} tables at a round every {result['pace_seconds_per_round']:g} s a table: "
         f"{result['rounds_per_s_window']:.1f} rounds/s over the {result['window_seconds']:.0f} s window "
         f"({result['events_per_round']:.1f} events a round); load average {load['min']:.1f} - {load['max']:.1f}",
+        "  latency traded for CPU: " + ", ".join(f"{name} {value}" for name, value in result.get("trades", {}).items()),
         f"  sustained: {'yes' if result['sustained'] else 'NO'} (lag slope, events/s: {slopes}; under {result['sustained_bound_events_per_s']:g} is sustained)",
         f"  card read to alert: p50 {ms(e2e['p50'])}, p99 {ms(e2e['p99'])} over {e2e['alerts']} alerts; "
         f"{result['labels'] - result['labels_missed']} of {result['labels']} injected irregularities found",

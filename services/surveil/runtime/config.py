@@ -61,7 +61,7 @@ class Settings:
     # each transaction before it polls for the next batch: latency added to each hop through it,
     # traded for fewer transactions (each costs the client and the broker the same however few
     # records it carries). 0: the next poll at once.
-    kafka_gather_ms: int = 0
+    kafka_gather_ms: int = 20
 
     def topic(self, name: str) -> str:
         """The name ``name`` has on the broker in this deployment."""
@@ -123,7 +123,7 @@ class Settings:
             kafka_password=secret(env.get("KAFKA_PASSWORD"), env.get("KAFKA_PASSWORD_FILE")),
             kafka_ssl_cafile=env.get("KAFKA_SSL_CAFILE", ""),
             kafka_linger_ms=_milliseconds("KAFKA_LINGER_MS", env.get("KAFKA_LINGER_MS", "5")),
-            kafka_gather_ms=_milliseconds("KAFKA_GATHER_MS", env.get("KAFKA_GATHER_MS", "0")),
+            kafka_gather_ms=_milliseconds("KAFKA_GATHER_MS", env.get("KAFKA_GATHER_MS", "20")),
         )
 
 

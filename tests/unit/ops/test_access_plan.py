@@ -195,13 +195,13 @@ def test_the_producers_linger_is_a_setting_with_a_default_and_nothing_below_zero
             Settings.from_env("shoe-reader")
 
 
-def test_the_transactional_services_gathering_is_a_setting_off_by_default_and_nothing_below_zero(
+def test_the_transactional_services_gathering_is_a_setting_with_a_default_and_nothing_below_zero(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv("KAFKA_GATHER_MS", raising=False)
-    assert Settings.from_env("table-controller").kafka_gather_ms == 0
-    monkeypatch.setenv("KAFKA_GATHER_MS", "20")
-    assert Settings.from_env("settlement").kafka_gather_ms == 20
+    assert Settings.from_env("table-controller").kafka_gather_ms == 20
+    monkeypatch.setenv("KAFKA_GATHER_MS", "0")
+    assert Settings.from_env("settlement").kafka_gather_ms == 0
     for wrong in ("-1", "20ms", "0.5", ""):
         monkeypatch.setenv("KAFKA_GATHER_MS", wrong)
         with pytest.raises(ValueError, match="KAFKA_GATHER_MS"):
