@@ -8,7 +8,9 @@ Per batch of polled records:
    a dead letter);
 2. commit the processor's state to Redis in one MULTI/EXEC, together with the last offset applied
    per input partition and the batch's outputs per partition (the outbox);
-3. publish the outputs and the consumed offsets in one Kafka transaction.
+3. publish the outputs and the consumed offsets in one Kafka transaction;
+4. wait ``KAFKA_GATHER_MS`` before the next poll, so that the next batch gathers: a transaction
+   costs the client and the broker about the same whatever it carries.
 
 Whatever a record holds (any headers, key and value, any size up to the broker's maximum), step 1
 gives its outputs or its dead letter, and an output too large for the broker is a dead letter too
