@@ -217,7 +217,8 @@ def test_a_batch_from_two_topics_cut_short_by_a_crash_is_published_in_the_order_
 
 def test_a_runner_that_gathers_commits_fewer_larger_batches_to_the_same_ledger(deployment: Deployment) -> None:
     events = simulated_floor(tables=1, shoes=1, seed=15)
-    run = runner(deployment, gather_ms=300)
+    gather_s = 0.3
+    run = runner(deployment, gather_ms=int(gather_s * 1000))
     batches: list[int] = []  # records a batch
     process = run._process
 
@@ -243,7 +244,7 @@ def test_a_runner_that_gathers_commits_fewer_larger_batches_to_the_same_ledger(d
         thread.join(60)
     assert deployment.dump() == dump_memory(offline_settlement(events).ledger.backend)  # type: ignore[arg-type]
     assert_published_once_each(deployment, settlement_events(events))
-    # A batch, then 300 ms of gathering: no more batches than that allows in the publishing time
+    # A batch, then the gathering: no more batches than that allows in the publishing time
     # (without it, a batch of one or two records: each record was on the broker before the next was sent).
     assert sum(batches) == len(table_events(events))
-    assert len(batches) <= publishing / 0.3 + 2, (len(batches), publishing)
+    assert len(batches) <= publishing / gather_s + 2, (len(batches), publishing)
