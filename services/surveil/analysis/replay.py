@@ -69,12 +69,11 @@ def open_log(path: Path) -> BufferedIOBase:
 def read_events(numbered: Iterable[tuple[int, bytes]], bad: Callable[[BadLine], None]) -> Iterator[tuple[int, Event]]:
     """The events of numbered lines, with their numbers; blank lines skipped, the others told to ``bad``."""
     for number, line in numbered:
-        if not line.strip():
-            continue
         try:
             yield number, codec.decode(line)
         except codec.InvalidEventError as error:
-            bad(BadLine(number, str(error)))
+            if line.strip():  # asked only of a line that failed: a copy of every line is not free
+                bad(BadLine(number, str(error)))
 
 
 Found = tuple[int, list[Raised], list[Fact]]  # what a table made of a line: raised findings, facts for the charts
@@ -139,14 +138,17 @@ class Shard:
         self.by_class: dict[type[Event], int] = {}  # counted by class, named at the end: cheaper per event
 
     def feed(self, numbered: Iterable[tuple[int, bytes]]) -> list[Found]:
-        found, tables, watch, by_class = [], self.floor.tables, self.floor.watch, self.by_class
+        found, tables, by_class = [], self.floor.tables, self.by_class
         for number, event in read_events(numbered, self.bad_lines.append):
-            by_class[type(event)] = by_class.get(type(event), 0) + 1
-            if event.topic in WATCHED_TOPICS:
+            cls = type(event)
+            by_class[cls] = by_class.get(cls, 0) + 1
+            if cls.topic in WATCHED_TOPICS:
                 table_id = event.subject
-                if table_id not in tables:
+                watch = tables.get(table_id)
+                if watch is None:
                     self.first_lines[table_id] = number
-                raised, facts = watch(table_id).feed(event)
+                    watch = self.floor.watch(table_id)
+                raised, facts = watch.feed(event)
                 if raised or facts:
                     found.append((number, raised, facts))
         return found

@@ -152,8 +152,9 @@ class Round(msgspec.Struct, omit_defaults=True):
     def record_payment(self, bet_id: str, settlement_id: str, amount: int, paid: Settlement) -> str | None:
         """Count a settlement of ``bet_id`` into the round's totals; the id of an earlier settlement
         of the same bet, if there was one (the first is the one kept)."""
-        added = money.totals_of(amount, paid)
-        self.paid_totals = [total + more for total, more in zip(self.paid_totals, added)]
+        totals = self.paid_totals
+        for field, more in enumerate(money.totals_of(amount, paid)):
+            totals[field] += more
         first = self.paid.get(bet_id)
         if first is None:
             self.paid[bet_id] = settlement_id
@@ -594,6 +595,8 @@ def squeeze_stakes(rnd: Round, holder: SqueezeHolder) -> dict[str, dict[str, int
 def check_squeeze(rnd: Round, allowed: bool, holder: SqueezeHolder = SqueezeHolder.LARGEST_TOTAL) -> Finding | None:
     """Art. 16: the cards held only where the house allows it, and by the seated bettor with the
     largest bet, as the house reads it."""
+    if rnd.squeezed_by is None:
+        return None
     finding = money.check_squeeze(rnd.squeezed_by, squeeze_stakes(rnd, holder), allowed)
     if finding:
         finding.evidence.update(holder_rule=str(holder), stake=rnd.staked())

@@ -94,8 +94,12 @@ class FloorWatch:
         and the charts signalled, each id once. Alone, for tables watched elsewhere (a replay's
         worker processes)."""
         everything = list(raised)
+        charts = self.charts
         for fact in facts:
-            found = chart_finding(self.charts.setdefault(fact.key, patterns.Cusum()), fact)
+            chart = charts.get(key := fact.key)
+            if chart is None:
+                chart = charts[key] = patterns.Cusum()
+            found = chart_finding(chart, fact)
             if found:
                 everything.append(found)
         alerts = []

@@ -100,7 +100,8 @@ REPEAT_SHOES_KEPT = 20  # earlier shoes remembered per table
 
 
 CARD_NUMBER = {code: number for number, code in enumerate(CARDS)}
-_RUN_SPAN = len(CARDS) ** REPEAT_K
+_CARD_KINDS = len(CARDS)
+_RUN_SPAN = _CARD_KINDS**REPEAT_K
 
 
 class Winnower(msgspec.Struct):
@@ -117,19 +118,22 @@ class Winnower(msgspec.Struct):
 
     def add(self, card: str) -> int | None:
         """Take the next card out of the shoe; return a newly selected fingerprint, if any."""
-        self.run = (self.run * len(CARDS) + CARD_NUMBER[card]) % _RUN_SPAN
-        self.recent_cards.append(card)
-        if len(self.recent_cards) > REPEAT_K:
-            del self.recent_cards[0]
-        if len(self.recent_cards) < REPEAT_K:
+        self.run = run = (self.run * _CARD_KINDS + CARD_NUMBER[card]) % _RUN_SPAN
+        cards = self.recent_cards
+        cards.append(card)
+        if len(cards) > REPEAT_K:
+            del cards[0]
+        elif len(cards) < REPEAT_K:
             return None
-        self.recent_hashes.append(self.run)
-        if len(self.recent_hashes) > REPEAT_W:
-            del self.recent_hashes[0]
-        if len(self.recent_hashes) < REPEAT_W:
+        hashes = self.recent_hashes
+        hashes.append(run)
+        if len(hashes) > REPEAT_W:
+            del hashes[0]
+        elif len(hashes) < REPEAT_W:
             return None
-        smallest = min(self.recent_hashes)
-        if self.selected and self.selected[-1] == smallest:
+        smallest = min(hashes)
+        selected = self.selected
+        if selected and selected[-1] == smallest:
             return None
-        self.selected.append(smallest)
+        selected.append(smallest)
         return smallest

@@ -19,6 +19,7 @@ The state is msgspec structs, so the live service can keep it in a changelog-bac
 from __future__ import annotations
 
 import hashlib
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -95,6 +96,7 @@ RECENT_IDS = 1024
 # Kept as 8-byte digests, not the ids: the window is stored with the table's state at every commit,
 # and half that state was ids. Two ids of a table's last 1,024 events share a digest once in ~10^16.
 DIGEST_SIZE = 8
+_WINDOW_BYTES = RECENT_IDS * DIGEST_SIZE
 
 
 # A copy of a fresh hasher is the same hasher, made in half the time of a new one (whose keyword
@@ -188,6 +190,7 @@ class TableWatch:
         # watch alone changes the window: the FloorWatch's, one per table; the live service makes a
         # watch per event over a stored window, and scans it.
         self._digests: set[bytes] | None = None if state.recent_digests else set()
+        self._oldest_first: deque[bytes] = deque()  # the set's digests in the window's order, to evict by
         self._indexed = state.recent_digests
 
     # ---- entry points -------------------------------------------------------------------------
@@ -210,16 +213,17 @@ class TableWatch:
         digests = self._digests = self._digests if window is self._indexed else None
         if digest in digests if digests is not None else _in_window(window, digest):
             return True
-        if len(window) < RECENT_IDS * DIGEST_SIZE:
+        if len(window) < _WINDOW_BYTES:
             window += digest
         else:  # the oldest digest makes way (none is there twice)
             at = state.recent_next * DIGEST_SIZE
-            if digests is not None:
-                digests.discard(bytes(window[at : at + DIGEST_SIZE]))
             window[at : at + DIGEST_SIZE] = digest
             state.recent_next = (state.recent_next + 1) % RECENT_IDS
+            if digests is not None:
+                digests.discard(self._oldest_first.popleft())
         if digests is not None:
             digests.add(digest)
+            self._oldest_first.append(digest)
         return False
 
     def flush(self) -> tuple[list[Raised], list[Fact]]:
@@ -647,15 +651,15 @@ class TableWatch:
             again = self._round_context(rnd, f":settle:{d.bet_id}:{event.id}", bet_id=d.bet_id, patron_id=d.patron_id)
             self._raise(rules.paid_twice(d.bet_id, d.patron_id, first, event.id, d.net, d.amount), again, time)
             return
-        context = self._round_context(rnd, f":settle:{d.bet_id}", bet_id=d.bet_id, patron_id=d.patron_id)
         bet = rnd.bets.get(d.bet_id)
+        wrong: Finding | None
         if bet is None or bet.withdrawn:
-            self._raise(rules.paid_unknown_bet(rnd, d.bet_id, d.net, d.amount), context, time)
-            return
-        profile = self._profile(rnd)
-        wrong = rules.check_payment(rnd, bet, paid, d.spot, d.amount, profile.commission, profile.commission_rounding)
+            wrong = rules.paid_unknown_bet(rnd, d.bet_id, d.net, d.amount)
+        else:
+            profile = self._profile(rnd)
+            wrong = rules.check_payment(rnd, bet, paid, d.spot, d.amount, profile.commission, profile.commission_rounding)
         if wrong:
-            self._raise(wrong, context, time)
+            self._raise(wrong, self._round_context(rnd, f":settle:{d.bet_id}", bet_id=d.bet_id, patron_id=d.patron_id), time)
 
     def _check_round_settled(self, watched: RoundWatch, d: models.RoundSettledData, time: datetime) -> None:
         if watched.settled:
