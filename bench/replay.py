@@ -19,6 +19,12 @@ raise; it is made once and kept (``--log``).
   replay follows a pass of the decode floor, and its share of the floor is taken from that pair:
   this machine's speed wanders by a third between minutes, so a floor timed minutes earlier is
   not the one to divide by.
+- skeleton: the same one-process replay with every handler of the table watch doing nothing, paired
+  with the floor the same way: what reading the log, dealing each event to its table's watch and
+  the window of seen event ids cost before any rule is checked.
+- by type: the log's events decoded once, then fed to a ``FloorWatch`` one at a time, each feed
+  timed and summed by event type: µs an event of each type and its share of the watch's time
+  (best of ``--repeat`` passes).
 - kafka: a deployment of its own (bench/pipeline.py's ``Pipeline``: the four services, topics
   under a fresh prefix); ``surveil replay LOG --kafka BOOTSTRAP --max`` as the operator; the clock
   runs from its start until every alert the offline replay raises has arrived on
@@ -43,6 +49,7 @@ import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import msgspec
 import orjson
@@ -51,6 +58,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pipeline import Alerts, Offsets, Pipeline, load_average, proc_cpu_seconds, stop_watching
 from surveil.analysis.replay import replay
 from surveil.cli.replay import DEFAULT_WORKERS
+from surveil.detect import watch
+from surveil.detect.floor import FloorWatch
 from surveil.embedded.record import record_to_files
 from surveil.events import codec
 from surveil.sim.floor import Floor
@@ -113,6 +122,39 @@ def decode_floor(lines: list[bytes], repeat: int) -> dict[str, Any]:
     return out
 
 
+def skeleton(lines: list[bytes], repeat: int) -> dict[str, Any]:
+    runs = []
+    with mock.patch.dict(watch._HANDLERS, dict.fromkeys(watch._HANDLERS, lambda table_watch, event: None)):
+        for _ in range(repeat):
+            (floor,) = timed(lambda: each(codec.decode, lines), 1)
+            (seconds,) = timed(lambda: replay(iter(lines)), 1)
+            runs.append((seconds, floor))
+    return {
+        "seconds": [w for w, _ in runs],
+        "events_per_s": [len(lines) / w for w, _ in runs],
+        "decode_floor_seconds": [f for _, f in runs],
+        "of_decode_floor": [f / w for w, f in runs],
+    }
+
+
+def by_type(lines: list[bytes], repeat: int) -> dict[str, Any]:
+    events = [codec.decode(line) for line in lines]
+    best: dict[str, float] = {}
+    for _ in range(repeat):
+        detectors, spent = FloorWatch(), Counter[str]()
+        for event in events:
+            started = time.perf_counter()
+            detectors.feed(event)
+            spent[event.event_type] += time.perf_counter() - started
+        if not best or sum(spent.values()) < sum(best.values()):
+            best = dict(spent)
+    counts = Counter(event.event_type for event in events)
+    total = sum(best.values())
+    return {
+        name: {"events": counts[name], "us_each": seconds * 1e6 / counts[name], "share": seconds / total} for name, seconds in best.items()
+    }
+
+
 def offline(path: Path, lines: list[bytes], repeat: int, workers: list[int]) -> dict[str, Any]:
     by_workers, result = {}, None
     for count in workers:
@@ -131,6 +173,8 @@ def offline(path: Path, lines: list[bytes], repeat: int, workers: list[int]) -> 
             "of_decode_floor": [f / w for w, _, f in runs],
         }
     assert result is not None
+    by_workers["skeleton"] = skeleton(lines, repeat)
+    watch_by_type = by_type(lines, repeat)
     rounds = result.events_by_type["baccarat.round.completed"] + result.events_by_type["baccarat.round.voided"]
     for figures in by_workers.values():
         figures["rounds_per_s"] = [rounds / w for w in figures["seconds"]]
@@ -145,6 +189,7 @@ def offline(path: Path, lines: list[bytes], repeat: int, workers: list[int]) -> 
         "alerts": len(result.alerts),
         "tables": result.tables,
         "by_workers": by_workers,
+        "watch_by_type": watch_by_type,
         "cli_workers": DEFAULT_WORKERS,
         "cli_seconds": cli,
         "cli_rounds_per_s": [rounds / s for s in cli],
@@ -253,10 +298,13 @@ def main() -> None:
     if "decode" in result:
         for name, figures in result["decode"].items():
             print(f"decode, {name}: best {max(figures['events_per_s']):,.0f} events/s")
+        for name, figures in sorted(result["offline"]["watch_by_type"].items(), key=lambda item: -item[1]["share"]):
+            print(f"the watch, {name}: {figures['us_each']:.1f} us each ({figures['events']:,}), {figures['share']:.0%} of its time")
         for count, figures in result["offline"]["by_workers"].items():
             shares = sorted(figures["of_decode_floor"])
+            what = "the watch's skeleton (every handler doing nothing), 1" if count == "skeleton" else count
             print(
-                f"offline replay, {count} worker(s): best {max(figures['events_per_s']):,.0f} events/s, "
+                f"offline replay, {what} worker(s): best {max(figures['events_per_s']):,.0f} events/s, "
                 f"{max(figures['rounds_per_s']):,.0f} rounds/s; of the decode floor timed just before each run: "
                 f"median {statistics.median(shares):.2f} ({shares[0]:.2f} - {shares[-1]:.2f})"
             )
