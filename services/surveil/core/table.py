@@ -152,9 +152,8 @@ class Round(msgspec.Struct, omit_defaults=True):
     def record_payment(self, bet_id: str, settlement_id: str, amount: int, paid: Settlement) -> str | None:
         """Count a settlement of ``bet_id`` into the round's totals; the id of an earlier settlement
         of the same bet, if there was one (the first is the one kept)."""
-        totals = self.paid_totals
-        for field, more in enumerate(money.totals_of(amount, paid)):
-            totals[field] += more
+        added = money.totals_of(amount, paid)
+        self.paid_totals = [total + more for total, more in zip(self.paid_totals, added)]
         first = self.paid.get(bet_id)
         if first is None:
             self.paid[bet_id] = settlement_id

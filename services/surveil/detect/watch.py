@@ -189,7 +189,7 @@ class TableWatch:
         # window (FloorWatch, offline replay): a set lookup instead of a scan of 8 KB. Good while this
         # watch alone changes the window: the FloorWatch's, one per table; the live service makes a
         # watch per event over a stored window, and scans it.
-        self._digests: set[bytes] | None = None if state.recent_digests else set()
+        self._digests: set[bytes] | None = None if state.recent_digests or state.recent_next else set()
         self._oldest_first: deque[bytes] = deque()  # the set's digests in the window's order, to evict by
         self._indexed = state.recent_digests
 
