@@ -10,21 +10,22 @@ raise; it is made once and kept (``--log``).
   ``msgspec.json.decode`` (untyped), and ``surveil.events.codec.decode`` (typed and validated,
   what the replay does), each event dropped as the next is decoded, as a replay does; events/s,
   best of ``--repeat``. The *decode floor* is ``codec.decode``'s: nothing that reads the log goes
-  faster. One more row decodes into a list that keeps every event: on a large log the garbage
-  collector, walking the events kept, more than doubles the time. A replay keeps none, so that is
-  not its floor.
+  faster. One more row decodes into a list that keeps every event: on the 100 x 2 log that takes
+  three times as long, mostly the garbage collector walking the events kept. A replay keeps none,
+  so that is not its floor.
 - offline: ``surveil.analysis.replay.replay`` on the file's lines, in this process and
   with each of ``--workers`` worker processes (events/s and rounds/s, every one of ``--repeat``
   runs), and the ``surveil replay LOG`` command timed from start to exit (report included). Each
-  replay follows a pass of the decode floor, and its share of the floor is taken from that pair:
-  this machine's speed wanders by a third between minutes, so a floor timed minutes earlier is
-  not the one to divide by.
+  replay follows a pass of the decode floor, and its share of the floor is the floor pass's time
+  over the replay's (the replay's events/s as a fraction of the floor's): this machine's speed
+  wanders by a third between minutes, so a floor timed minutes earlier is not the one to divide by.
 - skeleton: the same one-process replay with every handler of the table watch doing nothing, paired
   with the floor the same way: what reading the log, dealing each event to its table's watch and
   the window of seen event ids cost before any rule is checked.
-- by type: the log's events decoded once, then fed to a ``FloorWatch`` one at a time, each feed
-  timed and summed by event type: µs an event of each type and its share of the watch's time
-  (best of ``--repeat`` passes).
+- by type: the log's events decoded once (and set aside from the garbage collector), then fed to
+  the detectors (``FloorWatch.feed``: the table watch, its window of seen ids, the patron and
+  dealer charts, the alerts) one at a time, each feed timed and summed by event type: µs an event
+  of each type and its share of the detectors' time (best of ``--repeat`` passes).
 - kafka: a deployment of its own (bench/pipeline.py's ``Pipeline``: the four services, topics
   under a fresh prefix); ``surveil replay LOG --kafka BOOTSTRAP --max`` as the operator; the clock
   runs from its start until every alert the offline replay raises has arrived on
@@ -32,13 +33,14 @@ raise; it is made once and kept (``--log``).
   the offline replay's by id.
 
     eval "$(ops/stack.sh env)"
-    .venv/bin/python bench/replay.py --tables 100 --shoes 2          # makes the log, then all three
+    .venv/bin/python bench/replay.py --tables 100 --shoes 2          # makes the log, then all of it
     .venv/bin/python bench/replay.py --log /tmp/floor.jsonl --skip-kafka
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import gzip
 import json
 import os
@@ -127,11 +129,12 @@ def skeleton(lines: list[bytes], repeat: int) -> dict[str, Any]:
     with mock.patch.dict(watch._HANDLERS, dict.fromkeys(watch._HANDLERS, lambda table_watch, event: None)):
         for _ in range(repeat):
             (floor,) = timed(lambda: each(codec.decode, lines), 1)
-            (seconds,) = timed(lambda: replay(iter(lines)), 1)
-            runs.append((seconds, floor))
+            started = time.perf_counter()
+            events = replay(iter(lines)).events
+            runs.append((time.perf_counter() - started, floor))
     return {
         "seconds": [w for w, _ in runs],
-        "events_per_s": [len(lines) / w for w, _ in runs],
+        "events_per_s": [events / w for w, _ in runs],
         "decode_floor_seconds": [f for _, f in runs],
         "of_decode_floor": [f / w for w, f in runs],
     }
@@ -139,6 +142,7 @@ def skeleton(lines: list[bytes], repeat: int) -> dict[str, Any]:
 
 def by_type(lines: list[bytes], repeat: int) -> dict[str, Any]:
     events = [codec.decode(line) for line in lines]
+    gc.freeze()  # the events kept are not the detectors' garbage: the collector leaves them be
     best: dict[str, float] = {}
     for _ in range(repeat):
         detectors, spent = FloorWatch(), Counter[str]()
@@ -149,6 +153,8 @@ def by_type(lines: list[bytes], repeat: int) -> dict[str, Any]:
         if not best or sum(spent.values()) < sum(best.values()):
             best = dict(spent)
     counts = Counter(event.event_type for event in events)
+    del events
+    gc.unfreeze()
     total = sum(best.values())
     return {
         name: {"events": counts[name], "us_each": seconds * 1e6 / counts[name], "share": seconds / total} for name, seconds in best.items()
@@ -173,8 +179,6 @@ def offline(path: Path, lines: list[bytes], repeat: int, workers: list[int]) -> 
             "of_decode_floor": [f / w for w, _, f in runs],
         }
     assert result is not None
-    by_workers["skeleton"] = skeleton(lines, repeat)
-    watch_by_type = by_type(lines, repeat)
     rounds = result.events_by_type["baccarat.round.completed"] + result.events_by_type["baccarat.round.voided"]
     for figures in by_workers.values():
         figures["rounds_per_s"] = [rounds / w for w in figures["seconds"]]
@@ -189,7 +193,6 @@ def offline(path: Path, lines: list[bytes], repeat: int, workers: list[int]) -> 
         "alerts": len(result.alerts),
         "tables": result.tables,
         "by_workers": by_workers,
-        "watch_by_type": watch_by_type,
         "cli_workers": DEFAULT_WORKERS,
         "cli_seconds": cli,
         "cli_rounds_per_s": [rounds / s for s in cli],
@@ -261,6 +264,11 @@ def through_kafka(
     }
 
 
+def of_floor(figures: dict[str, Any]) -> str:
+    shares = sorted(figures["of_decode_floor"])
+    return f"of the decode floor timed just before each run: median {statistics.median(shares):.2f} ({shares[0]:.2f} - {shares[-1]:.2f})"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
@@ -285,6 +293,8 @@ def main() -> None:
     result: dict[str, Any] = {"log": str(path), "lines": len(lines), "bytes": sum(map(len, lines)), "load_average": load_average()}
     if not args.skip_offline:
         result["decode"] = decode_floor(lines, args.repeat)
+        result["skeleton"] = skeleton(lines, args.repeat)
+        result["detectors_by_type"] = by_type(lines, args.repeat)
     result["offline"] = offline(
         path, lines, 1 if args.skip_offline else args.repeat, [int(n) for n in dict.fromkeys(args.workers.split(","))]
     )
@@ -298,16 +308,17 @@ def main() -> None:
     if "decode" in result:
         for name, figures in result["decode"].items():
             print(f"decode, {name}: best {max(figures['events_per_s']):,.0f} events/s")
-        for name, figures in sorted(result["offline"]["watch_by_type"].items(), key=lambda item: -item[1]["share"]):
-            print(f"the watch, {name}: {figures['us_each']:.1f} us each ({figures['events']:,}), {figures['share']:.0%} of its time")
+        for name, figures in sorted(result["detectors_by_type"].items(), key=lambda item: -item[1]["share"]):
+            print(f"the detectors, {name}: {figures['us_each']:.1f} us each ({figures['events']:,}), {figures['share']:.0%} of their time")
         for count, figures in result["offline"]["by_workers"].items():
-            shares = sorted(figures["of_decode_floor"])
-            what = "the watch's skeleton (every handler doing nothing), 1" if count == "skeleton" else count
             print(
-                f"offline replay, {what} worker(s): best {max(figures['events_per_s']):,.0f} events/s, "
-                f"{max(figures['rounds_per_s']):,.0f} rounds/s; of the decode floor timed just before each run: "
-                f"median {statistics.median(shares):.2f} ({shares[0]:.2f} - {shares[-1]:.2f})"
+                f"offline replay, {count} worker(s): best {max(figures['events_per_s']):,.0f} events/s, "
+                f"{max(figures['rounds_per_s']):,.0f} rounds/s; {of_floor(figures)}"
             )
+        figures = result["skeleton"]
+        print(
+            f"the replay's skeleton (every handler doing nothing), 1 worker: best {max(figures['events_per_s']):,.0f} events/s; {of_floor(figures)}"
+        )
     if args.json:
         with args.json.open("a") as out:
             out.write(json.dumps(result) + "\n")
