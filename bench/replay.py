@@ -100,12 +100,28 @@ def timed(work: Any, repeat: int) -> list[float]:
     return out
 
 
-FLOOR = "codec.decode (typed, validated)"
-
-
 def each(decode: Any, lines: list[bytes]) -> None:
     for line in lines:
         decode(line)
+
+
+def after_floor(lines: list[bytes], work: Any) -> tuple[Any, float, float, float]:
+    """``work()`` timed right after a pass of the decode floor: what it returned, its wall and CPU
+    seconds, and the floor pass's seconds."""
+    (floor,) = timed(lambda: each(codec.decode, lines), 1)
+    started, cpu = time.perf_counter(), time.process_time()
+    value = work()
+    return value, time.perf_counter() - started, time.process_time() - cpu, floor
+
+
+def shares(events: int, runs: list[tuple[float, float]]) -> dict[str, Any]:
+    """Figures of (wall seconds, floor seconds) pairs: the runs' speed and their share of the floor."""
+    return {
+        "seconds": [w for w, _ in runs],
+        "events_per_s": [events / w for w, _ in runs],
+        "decode_floor_seconds": [f for _, f in runs],  # the pass just before each run
+        "of_decode_floor": [f / w for w, f in runs],
+    }
 
 
 def decode_floor(lines: list[bytes], repeat: int) -> dict[str, Any]:
@@ -114,7 +130,7 @@ def decode_floor(lines: list[bytes], repeat: int) -> dict[str, Any]:
         "json.loads": lambda: each(json.loads, lines),
         "orjson.loads": lambda: each(orjson.loads, lines),
         "msgspec.json.decode (untyped)": lambda: each(untyped.decode, lines),
-        FLOOR: lambda: each(codec.decode, lines),
+        "codec.decode (typed, validated)": lambda: each(codec.decode, lines),
         "codec.decode, every event kept in a list": lambda: [codec.decode(line) for line in lines],
     }
     out = {}
@@ -125,19 +141,13 @@ def decode_floor(lines: list[bytes], repeat: int) -> dict[str, Any]:
 
 
 def skeleton(lines: list[bytes], repeat: int) -> dict[str, Any]:
-    runs = []
+    runs, events = [], 0
     with mock.patch.dict(watch._HANDLERS, dict.fromkeys(watch._HANDLERS, lambda table_watch, event: None)):
         for _ in range(repeat):
-            (floor,) = timed(lambda: each(codec.decode, lines), 1)
-            started = time.perf_counter()
-            events = replay(iter(lines)).events
-            runs.append((time.perf_counter() - started, floor))
-    return {
-        "seconds": [w for w, _ in runs],
-        "events_per_s": [events / w for w, _ in runs],
-        "decode_floor_seconds": [f for _, f in runs],
-        "of_decode_floor": [f / w for w, f in runs],
-    }
+            result, wall, _, floor = after_floor(lines, lambda: replay(iter(lines)))
+            runs.append((wall, floor))
+            events = result.events
+    return shares(events, runs)
 
 
 def by_type(lines: list[bytes], repeat: int) -> dict[str, Any]:
@@ -164,20 +174,12 @@ def by_type(lines: list[bytes], repeat: int) -> dict[str, Any]:
 def offline(path: Path, lines: list[bytes], repeat: int, workers: list[int]) -> dict[str, Any]:
     by_workers, result = {}, None
     for count in workers:
-        runs = []
+        runs, cpu = [], []
         for _ in range(repeat):
-            (floor,) = timed(lambda: each(codec.decode, lines), 1)
-            started, cpu = time.perf_counter(), time.process_time()
-            result = replay(iter(lines), workers=count)
-            runs.append((time.perf_counter() - started, time.process_time() - cpu, floor))
-        wall = [w for w, _, _ in runs]
-        by_workers[count] = {
-            "seconds": wall,
-            "cpu_seconds_this_process": [c for _, c, _ in runs],
-            "events_per_s": [result.events / w for w in wall],
-            "decode_floor_seconds": [f for _, _, f in runs],  # the pass just before each replay
-            "of_decode_floor": [f / w for w, _, f in runs],
-        }
+            result, wall, used, floor = after_floor(lines, lambda workers=count: replay(iter(lines), workers=workers))
+            runs.append((wall, floor))
+            cpu.append(used)
+        by_workers[count] = {**shares(result.events, runs), "cpu_seconds_this_process": cpu}
     assert result is not None
     rounds = result.events_by_type["baccarat.round.completed"] + result.events_by_type["baccarat.round.voided"]
     for figures in by_workers.values():
