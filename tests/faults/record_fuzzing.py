@@ -406,7 +406,7 @@ class AppConsumer:
                     for topic, _, value in self._feed(Record(event.topic, event.subject.encode(), codec.encode(event), ()), offset, {}):
                         if topic == app.FACTS and len(AppConsumer.facts) < 500:
                             AppConsumer.facts.append(value)
-                app.stage_changed(self.assigned)
+                app.stage_changed(self.assigned, {})
 
     def strategy(self) -> st.SearchStrategy[RecordCase]:
         return record_case(self.name, self.watched, len(self.snapshots))
@@ -456,7 +456,7 @@ class AppConsumer:
                         if number is not None:
                             where[number] = (rec.topic, place(rec.key), offset)
                         outputs += self._feed(rec, offset, records)
-                changelog = app.stage_changed(self.assigned)
+                changelog = app.stage_changed(self.assigned, {})
             except Exception:
                 return statuses(case, set(), where), ("crash", f"{case.fuzzed!r}\n{traceback.format_exc(limit=-4)}")
         for topic, _, key, value in changelog:

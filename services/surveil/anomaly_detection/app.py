@@ -39,7 +39,7 @@ import os
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Set
+from collections.abc import AsyncIterator, Iterator, Mapping, Set
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -64,7 +64,9 @@ from . import metrics
 from .transport import App
 
 SERVICE = "anomaly-detection"
-RECENT_OUTPUTS = 256  # per table or chart: more than a worker has in flight when it dies
+# Outputs kept per table or chart, at most: those of events not yet committed are far fewer (a
+# second's), unless commits stall; the bound keeps a value under the broker's maximum record then.
+RECENT_OUTPUTS = 256
 
 settings = Settings.from_env(SERVICE)
 log = structlog.get_logger().bind(service=SERVICE)
@@ -82,8 +84,8 @@ class Output(msgspec.Struct, array_like=True):
 
 
 class Outbox(msgspec.Struct):
-    """Offsets applied per input topic and the outputs of the recent events: what makes a
-    redelivered event harmless."""
+    """Offsets applied per input topic and the outputs of the events a restart may deliver again:
+    what makes a redelivered event harmless."""
 
     applied: dict[str, int] = {}
     outputs: list[Output] = []
@@ -98,6 +100,20 @@ class Outbox(msgspec.Struct):
     def of(self, topic: str, offset: int) -> list[Output]:
         source = f"{topic}:{offset}"
         return [o for o in self.outputs if o.source == source]
+
+    def forget(self, committed: Mapping[str, int]) -> None:
+        """Drops the outputs of events below their topic's committed offset (``committed``, of the
+        partition the value's key is on). No restart delivers those events again, and the broker
+        acknowledged their outputs before the offset was committed (faust flushes its producer
+        first). Without this, a table's value carried its last 256 outputs, half its bytes."""
+        if committed and self.outputs:
+            self.outputs = [o for o in self.outputs if not _committed(o.source, committed)]
+
+
+def _committed(source: str, committed: Mapping[str, int]) -> bool:
+    """Whether the event ``source`` names ("topic:offset") is below its topic's committed offset."""
+    topic, _, offset = source.rpartition(":")
+    return int(offset) < committed.get(topic, 0)
 
 
 class TableValue(msgspec.Struct):
@@ -290,7 +306,8 @@ def _fitting(output: Output, name: str, partition: int | None, offset: int) -> O
         f"its output to {output.topic} is {len(output.key) + len(output.value):,} bytes, over the broker's maximum record: not published"
     )
     log.error("output too large", topic=name, offset=offset, output=output.topic, size=len(output.value))
-    return _letter(name, partition, offset, output.key, output.value, reason, deadletter.INTERNAL)
+    letter = _letter(name, partition, offset, output.key, output.value, reason, deadletter.INTERNAL)
+    return msgspec.structs.replace(letter, source=output.source)  # kept, and found, as the output would be
 
 
 def _letter(name: str, partition: int | None, offset: int, key: bytes | None, payload: bytes, reason: str, kind: str) -> Output:
@@ -310,6 +327,10 @@ def _letter(name: str, partition: int | None, offset: int, key: bytes | None, pa
 
 
 _TABLE_STREAMS = {settings.topic(name): name for name in (topics.SHOE, topics.TABLE, topics.SETTLEMENT)}
+# The input topics keyed as the values whose outboxes name them (the tables' by table id, the
+# charts' by patron or dealer), by name, and as their outputs name them. A device's refused
+# message is not: its table is in the letter, not the key.
+_CO_PARTITIONED = {**_TABLE_STREAMS, settings.topic(PATTERN_ALERTS): PATTERN_ALERTS, settings.topic(FACTS): "facts"}
 
 
 def _unapplied_offsets(assigned: Set[TP]) -> dict[TP, int]:
@@ -369,12 +390,12 @@ def _changing(changed: dict[bytes, Any], key: bytes, value: Any) -> Iterator[Non
     changed[key] = value
 
 
-async def _write_changed(assigned: Set[TP]) -> None:
+async def _write_changed(assigned: Set[TP], committed: Mapping[TP, int | None]) -> None:
     """Every table and chart changed since the last commit into its faust table and changelog,
     those of partitions this worker still holds; returns once the broker has them all. Straight to
     the producer, past faust's buffer (it holds the streams back while it has over 100 messages),
     so the events go on while the commit waits."""
-    changelog = stage_changed(assigned)  # all set before the first await: an event in between reads what its table holds now
+    changelog = stage_changed(assigned, committed)  # all set before the first await: an event in between reads what its table holds now
     sent = [
         await app.producer.send(topic, key, value, partition, None, list(MSGPACK_HEADERS)) for topic, partition, key, value in changelog
     ]
@@ -382,13 +403,20 @@ async def _write_changed(assigned: Set[TP]) -> None:
         await delivered
 
 
-def stage_changed(assigned: Set[TP]) -> list[tuple[str, int, bytes, bytes]]:
+def stage_changed(assigned: Set[TP], committed: Mapping[TP, int | None]) -> list[tuple[str, int, bytes, bytes]]:
     """The tables and charts changed since the last commit, of partitions in ``assigned``, set
-    into their faust tables: the changelog records to send, (topic, partition, key, value)."""
+    into their faust tables, each without the outputs of events below the ``committed`` offsets
+    (``Outbox.forget``): the changelog records to send, (topic, partition, key, value)."""
     streams = {tp.partition for tp in assigned if tp.topic in _TABLE_STREAMS}
     facts = {tp.partition for tp in assigned if tp.topic == facts_topic.get_topic_name()}
+    done: dict[int, dict[str, int]] = {}  # per partition, the committed offset of each topic keyed as its tables are
+    for tp, offset in committed.items():
+        topic = _CO_PARTITIONED.get(tp.topic)
+        if topic is not None and offset is not None:
+            done.setdefault(tp.partition, {})[topic] = offset
     changelog: list[tuple[str, int, bytes, bytes]] = []
     for key, watched in _changed.items():
+        watched.outbox.forget(done.get(partition_for(key, settings.partitions), {}))
         value = _encode(watched)
         if _set(watch_table, key, value, streams, changelog):
             _written[key] = (value, watched)
@@ -396,6 +424,7 @@ def stage_changed(assigned: Set[TP]) -> list[tuple[str, int, bytes, bytes]]:
     while len(_written) > WATCH_CACHE_TABLES:
         _written.popitem(last=False)
     for key, charted in _changed_charts.items():
+        charted.outbox.forget(done.get(partition_for(key, settings.partitions), {}))
         _set(chart_table, key, _encode(charted), facts, changelog)
     _changed.clear()
     _changed_charts.clear()

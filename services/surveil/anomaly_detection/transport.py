@@ -146,7 +146,7 @@ class Consumer(aiokafka.Consumer):
         watchdog = asyncio.ensure_future(self._watch_commit(asyncio.current_task(), started))
         try:
             async with asyncio.timeout(self.app.commit_timeout):  # type: ignore[attr-defined]
-                await self.app.before_commit(self.assignment())  # type: ignore[attr-defined]
+                await self.app.before_commit(self.assignment(), self._committed_offset)  # type: ignore[attr-defined]
                 written = loop.time()
                 self._commit_waits_for = "the offsets' commit"
                 committed = await super()._commit_offsets(offsets, start_new_transaction)
@@ -247,13 +247,14 @@ class Transport(aiokafka.Transport):
     Producer = Producer
 
 
-async def _nothing_before_commit(assigned: Set[TP]) -> None:
+async def _nothing_before_commit(assigned: Set[TP], committed: Mapping[TP, int | None]) -> None:
     pass
 
 
 class App(faust.App):
-    #: Awaited with the assignment before each offset commit: what must be durable first.
-    before_commit: Callable[[Set[TP]], Awaitable[None]] = staticmethod(_nothing_before_commit)
+    #: Awaited before each offset commit, with the assignment and the offsets committed so far (of
+    #: events whose outputs the broker has acknowledged): what must be durable first.
+    before_commit: Callable[[Set[TP], Mapping[TP, int | None]], Awaitable[None]] = staticmethod(_nothing_before_commit)
     #: Per assigned partition, the offset after the last one the recovered tables applied (if known).
     unapplied_offsets: Callable[[Set[TP]], Mapping[TP, int]] = staticmethod(lambda assigned: {})
     #: Seconds a commit may wait, for ``before_commit`` and the broker, before the worker crashes.

@@ -1,0 +1,183 @@
+"""What the detectors write at each commit: a table's (or chart's) value keeps the outputs of the
+events a restart may deliver again, those at or after the committed offsets, and no others; a
+redelivered event still publishes its outputs again, read back from the value as written."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from faust.types import TP
+
+from surveil.embedded.record import record
+from surveil.events import codec, topics
+from surveil.events import models as m
+from surveil.runtime.kafka import partition_for
+from surveil.sim.floor import Floor
+from surveil.sim.injections import parse_codes
+
+
+@pytest.fixture
+def app() -> Iterator[Any]:
+    """The faust app's module, its tables empty and nothing changed."""
+    from surveil.anomaly_detection import app
+
+    def clear() -> None:
+        for held in (app._changed, app._changed_charts, app._written, app.watch_table.data, app.chart_table.data):
+            held.clear()
+
+    clear()
+    yield app
+    clear()
+
+
+@pytest.fixture(scope="module")
+def floor() -> list[m.Event]:
+    events: list[m.Event] = []
+    record(Floor(tables=1, shoes=1, seed=5, inject=parse_codes("LATE_BET,PAYOUT_MISMATCH")), events.append, lambda label: None)
+    return events
+
+
+def name(app: Any, topic: str) -> str:
+    return str(app.settings.topic(topic))
+
+
+def assigned(app: Any) -> set[TP]:
+    return {TP(name(app, t), p) for t in (topics.SHOE, topics.TABLE, topics.SETTLEMENT, app.FACTS) for p in range(app.settings.partitions)}
+
+
+def feed(app: Any, events: list[m.Event], offsets: Counter[str]) -> dict[tuple[str, int], list[Any]]:
+    """Each event through ``watch_record`` at the next offset of its topic, and each fact it makes
+    through ``chart_record``: the outputs by (topic, offset) of what made them."""
+    made: dict[tuple[str, int], list[Any]] = {}
+    for event in events:
+        offset = offsets[event.topic]
+        offsets[event.topic] += 1
+        outputs = app.watch_record(name(app, event.topic), 0, offset, 0.0, event.subject.encode(), codec.encode(event))
+        made[(event.topic, offset)] = outputs
+        for fact in (o for o in outputs if o.topic == "facts"):
+            at = offsets["facts"]
+            offsets["facts"] += 1
+            made[("facts", at)] = app.chart_record(name(app, app.FACTS), 0, at, fact.key, fact.value)
+    return made
+
+
+def committed_at(app: Any, key: bytes, offsets: dict[str, int]) -> dict[TP, int | None]:
+    """``offsets`` by topic as the consumer holds them: on the partition ``key`` is on."""
+    partition = partition_for(key, app.settings.partitions)
+    return {TP(name(app, topic), partition): offset for topic, offset in offsets.items()}
+
+
+def stored_table(app: Any, table_id: str) -> Any:
+    return app._table_value.decode(app.watch_table.data[table_id.encode()])
+
+
+def test_a_commit_writes_only_the_outputs_of_events_at_or_after_the_committed_offsets(app: Any, floor: list[m.Event]) -> None:
+    offsets: Counter[str] = Counter()
+    table_id = floor[0].subject
+    made = feed(app, floor, offsets)
+    app.stage_changed(assigned(app), {})
+    before = stored_table(app, table_id).outbox.outputs
+    assert len(before) == app.RECENT_OUTPUTS  # nothing committed: the last 256, as many as kept
+    # Committed: all but the last ten events of each table stream.
+    committed = {t: offsets[t] - 10 for t in (topics.SHOE, topics.TABLE, topics.SETTLEMENT)}
+    app._changed[table_id.encode()] = stored_table(app, table_id)
+    app.stage_changed(assigned(app), committed_at(app, table_id.encode(), committed))
+    kept = stored_table(app, table_id).outbox.outputs
+    expected = [o for (topic, offset), outputs in made.items() if topic in committed and offset >= committed[topic] for o in outputs]
+    assert kept == [o for o in before if o in expected] and kept
+    assert {o.source for o in kept} == {o.source for o in expected}
+
+
+def test_an_event_delivered_again_after_the_commit_publishes_the_same_outputs(app: Any, floor: list[m.Event]) -> None:
+    offsets: Counter[str] = Counter()
+    table_id = floor[0].subject
+    made = feed(app, floor, offsets)
+    committed = {t: offsets[t] - 10 for t in (topics.SHOE, topics.TABLE, topics.SETTLEMENT)}
+    app.stage_changed(assigned(app), committed_at(app, table_id.encode(), committed))
+    app._written.clear()  # a restarted worker: the values as the changelog holds them
+    uncommitted = [(t, offset) for t in committed for offset in range(committed[t], offsets[t])]
+    for event_topic, offset in uncommitted:
+        event = [e for e in floor if e.topic == event_topic][offset]
+        again = app.watch_record(name(app, event_topic), 0, offset, 0.0, event.subject.encode(), codec.encode(event))
+        assert again == made[(event_topic, offset)]
+    assert sum(len(made[at]) for at in uncommitted) >= 5  # they had outputs to publish again
+
+
+def test_a_charts_value_keeps_the_outputs_of_facts_at_or_after_the_committed_offset(app: Any) -> None:
+    from surveil.anomaly_detection.app import ChartValue, Outbox, Output
+    from surveil.detect.patterns import Cusum
+
+    keys = [f"PT{n:03}".encode() for n in range(20)]  # patrons, on several partitions
+    for n, key in enumerate(keys):
+        outputs = [Output(f"facts:{offset}", app.PATTERN_ALERTS, b"T001", b"alert") for offset in (n, 100 + n, 200 + n)]
+        app._changed_charts[key] = ChartValue(Cusum(), Outbox({"facts": 200 + n}, outputs))
+    assert len({partition_for(key, app.settings.partitions) for key in keys}) > 1
+    cut = {TP(name(app, app.FACTS), p): 100 + 5 * p for p in range(app.settings.partitions)}
+    app.stage_changed(assigned(app), cut)
+    for n, key in enumerate(keys):
+        below = 100 + 5 * partition_for(key, app.settings.partitions)
+        kept = app._chart_value.decode(app.chart_table.data[key]).outbox.outputs
+        assert [o.source for o in kept] == [f"facts:{offset}" for offset in (n, 100 + n, 200 + n) if offset >= below]
+
+
+def test_the_offset_of_another_partition_or_topic_forgets_nothing(app: Any, floor: list[m.Event]) -> None:
+    offsets: Counter[str] = Counter()
+    table_id = floor[0].subject
+    feed(app, floor, offsets)
+    app.stage_changed(assigned(app), {})
+    before = stored_table(app, table_id).outbox.outputs
+    app._changed[table_id.encode()] = stored_table(app, table_id)
+    partition = partition_for(table_id.encode(), app.settings.partitions)
+    elsewhere = {TP(name(app, topics.TABLE), p): 10**9 for p in range(app.settings.partitions) if p != partition}
+    refusals = {TP(name(app, topic), partition): 10**9 for topic in app.REFUSALS}  # keyed by device, not table
+    app.stage_changed(assigned(app), {**elsewhere, **refusals, TP(name(app, topics.TABLE), partition): None})
+    assert stored_table(app, table_id).outbox.outputs == before
+
+
+def test_a_dead_letter_for_an_output_too_large_is_published_again_with_its_event(
+    app: Any, floor: list[m.Event], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(topics, "fits", lambda key, value: False)  # every output too large
+    monkeypatch.setattr(app, "settings", dataclasses.replace(app.settings, topic_prefix="room-2."))  # names, not sources
+    offsets: Counter[str] = Counter()
+    made = feed(app, floor, offsets)
+    letters = [(at, outputs) for at, outputs in made.items() if outputs]
+    assert letters and all(o.topic == app.DEADLETTER_TOPIC and o.source == f"{at[0]}:{at[1]}" for at, outputs in letters for o in outputs)
+    (event_topic, offset), outputs = letters[-1]
+    event = [e for e in floor if e.topic == event_topic][offset]
+    assert app.watch_record(name(app, event_topic), 0, offset, 0.0, event.subject.encode(), codec.encode(event)) == outputs
+
+
+def test_the_consumer_hands_the_committed_offsets_to_what_it_awaits_before_a_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from faust.transport.drivers import aiokafka
+
+    from surveil.anomaly_detection.transport import App, Consumer
+
+    loop = asyncio.new_event_loop()
+    try:
+        test_app = App("values", broker="kafka://127.0.0.1:1", web_enabled=False, loop=loop)  # never connects
+        consumer = test_app.consumer
+        assert isinstance(consumer, Consumer)
+        handed: list[tuple[set[TP], dict[TP, int | None]]] = []
+
+        async def before_commit(assigned: set[TP], committed: dict[TP, int | None]) -> None:
+            handed.append((set(assigned), dict(committed)))
+
+        async def committed_by_the_broker(self: Any, offsets: Any, start_new_transaction: bool = True) -> bool:
+            self._committed_offset.update(offsets)
+            return True
+
+        monkeypatch.setattr(test_app, "before_commit", before_commit)
+        monkeypatch.setattr(aiokafka.Consumer, "_commit_offsets", committed_by_the_broker)
+        monkeypatch.setattr(Consumer, "assignment", lambda self: {TP("t", 0)})
+        consumer._committed_offset[TP("t", 0)] = 40
+        assert loop.run_until_complete(consumer._commit_offsets({TP("t", 0): 55}))
+        assert loop.run_until_complete(consumer._commit_offsets({TP("t", 0): 70}))
+        assert handed == [({TP("t", 0)}, {TP("t", 0): 40}), ({TP("t", 0)}, {TP("t", 0): 55})]
+    finally:
+        loop.close()
