@@ -18,11 +18,11 @@ topic (``detect.alerts``; ``surveil verify`` checks a log against them).
 
 Delivery is at least once (faust commits offsets after flushing what it produced), and the
 tables make it effectively once. Each table's value holds, in one changelog record, its state,
-the offset of the last event applied per input topic, and the outputs of its recent events. An
-event at or below the applied offset is a redelivery after a restart: it is not applied again,
-its outputs are published again (they may have been lost with the worker). So no alert is lost
-and no event counts twice; a republished alert carries the same deterministic id, which is how
-consumers tell it from a new one.
+the offset of the last event applied per input topic, and the outputs of its events at or after
+the committed offsets (``Outbox.forget``). An event at or below the applied offset is a
+redelivery after a restart: it is not applied again, its outputs are published again (they may
+have been lost with the worker). So no alert is lost and no event counts twice; a republished
+alert carries the same deterministic id, which is how consumers tell it from a new one.
 
 A table's value is written once per offset commit, not once per event: a value is tens of KB,
 and the changelog producer was the largest cost of an event. The consumer awaits
@@ -105,7 +105,7 @@ class Outbox(msgspec.Struct):
         """Drops the outputs of events below their topic's committed offset (``committed``, of the
         partition the value's key is on). No restart delivers those events again, and the broker
         acknowledged their outputs before the offset was committed (faust flushes its producer
-        first). Without this, a table's value carried its last 256 outputs, half its bytes."""
+        first). Kept, they would be half a table's value by mid-shoe."""
         if committed and self.outputs:
             self.outputs = [o for o in self.outputs if not _committed(o.source, committed)]
 

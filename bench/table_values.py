@@ -1,0 +1,110 @@
+"""What the detectors write to their tables' changelog at each commit, over a recorded shoe.
+
+The detectors keep each table's state (and each patron's and dealer's chart) as one value, and
+write every value an event changed once per offset commit: a commit a second
+(``broker_commit_interval``). This replays a recorded log through the faust app's own functions
+(``watch_record``, ``chart_record``, ``stage_changed``; no broker), at the log's own pace: every
+``--commit-seconds`` of the log's clock it stages a commit, with the offsets the consumer holds
+as committed then (those of the commit before: the outputs of events since then are what a
+restart may have to publish again). It prints the table values written (mean and largest, over
+the shoe's last two thirds, once the values have grown), the bytes written a second of play, and
+the time staging takes a value (encoding it, mostly: the worker's event loop waits meanwhile).
+
+Each figure is given twice: as the worker writes (the committed offsets handed to the staging),
+and with no offset committed (every value keeps its last ``RECENT_OUTPUTS`` outputs).
+
+    .venv/bin/python bench/table_values.py --log /tmp/r20.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from faust.types import TP
+
+from procstat import load_average
+from replay import lines_of, make_log
+from surveil.events import codec, topics
+
+os.environ.setdefault("ALERT_SIGNING_KEY", "")  # alerts unsigned: the bytes differ by a signature's
+TABLE_STREAMS = (topics.SHOE, topics.TABLE, topics.SETTLEMENT)
+
+
+def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) -> dict[str, Any]:
+    from surveil.anomaly_detection import app
+
+    for held in (app._changed, app._changed_charts, app._written, app.watch_table.data, app.chart_table.data):
+        held.clear()
+    partitions = range(app.settings.partitions)
+    assigned = {TP(app.settings.topic(t), p) for t in (*TABLE_STREAMS, app.FACTS) for p in partitions}
+    # One partition a topic here, whatever the key: an offset committed on it holds on every partition.
+    offsets: Counter[str] = Counter()
+    committed: dict[TP, int | None] = {}
+    table_values: list[int] = []
+    chart_values: list[int] = []
+    staging_s, staged, total_bytes = 0.0, 0, 0
+    started_at = codec.decode(lines[0]).time.timestamp()
+    next_commit = started_at + commit_seconds
+    grown = len(lines) // 3
+    for number, line in enumerate(lines):
+        event = codec.decode(line)
+        at = event.time.timestamp()
+        if at >= next_commit:
+            began = time.perf_counter()
+            changelog = app.stage_changed(assigned, committed)
+            staging_s += time.perf_counter() - began
+            staged += len(changelog)
+            total_bytes += sum(len(value) for *_, value in changelog)
+            if number >= grown:
+                for topic, _, _, value in changelog:
+                    (table_values if "table-watch" in topic else chart_values).append(len(value))
+            if committed_offsets:
+                committed = {TP(app.settings.topic(t), p): offsets[t] for t in (*TABLE_STREAMS, "facts") for p in partitions}
+            next_commit = at + commit_seconds
+        outputs = app.watch_record(app.settings.topic(event.topic), 0, offsets[event.topic], 0.0, event.subject.encode(), line)
+        offsets[event.topic] += 1
+        for fact in (o for o in outputs if o.topic == "facts"):
+            app.chart_record(app.settings.topic(app.FACTS), 0, offsets["facts"], fact.key, fact.value)
+            offsets["facts"] += 1
+    played_s = codec.decode(lines[-1]).time.timestamp() - started_at
+    return {
+        "table_values_written": len(table_values),
+        "table_value_kb_mean": statistics.mean(table_values) / 1024,
+        "table_value_kb_max": max(table_values) / 1024,
+        "chart_value_kb_mean": statistics.mean(chart_values) / 1024 if chart_values else 0.0,
+        "changelog_kb_a_second_of_play": total_bytes / 1024 / played_s,
+        "staging_us_a_value": staging_s * 1e6 / staged,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--log", type=Path, help="a recorded log (made if missing: 20 tables, one shoe)")
+    parser.add_argument("--commit-seconds", type=float, default=1.0, help="seconds of the log's clock between commits")
+    args = parser.parse_args()
+    path = args.log or Path("/tmp/bench-values-20x1-s1.jsonl")
+    if not path.exists():
+        make_log(path, 20, 1, 1, 6)
+    lines = [line for line in lines_of(path) if line.strip()]
+    print(f"log: {path}, {len(lines):,} events; load average {load_average()}", flush=True)
+    for label, committed_offsets in (("as the worker writes (committed offsets)", True), ("no offset committed", False)):
+        figures = written(lines, args.commit_seconds, committed_offsets)
+        print(
+            f"{label}: {figures['table_values_written']:,} table values written over the shoe's last two thirds, "
+            f"mean {figures['table_value_kb_mean']:.1f} KB, largest {figures['table_value_kb_max']:.1f} KB; "
+            f"charts' mean {figures['chart_value_kb_mean']:.2f} KB; "
+            f"{figures['changelog_kb_a_second_of_play']:,.0f} KB written a second of play; "
+            f"staging {figures['staging_us_a_value']:.0f} us a value (the tables' and the charts')",
+            flush=True,
+        )
+    print(f"load average at the end {load_average()}")
+
+
+if __name__ == "__main__":
+    main()
