@@ -64,8 +64,9 @@ from . import metrics
 from .transport import App
 
 SERVICE = "anomaly-detection"
-# Outputs kept per table or chart, at most: those of events not yet committed are far fewer (a
-# second's), unless commits stall; the bound keeps a value under the broker's maximum record then.
+# Outputs kept per table or chart, at most. Those of events after the committed offsets are far
+# fewer (up to two commit intervals'), unless commits stall: then this bound keeps a value from
+# growing without end, and it is the one way an output a redelivery needs can be dropped.
 RECENT_OUTPUTS = 256
 
 settings = Settings.from_env(SERVICE)
@@ -103,9 +104,10 @@ class Outbox(msgspec.Struct):
 
     def forget(self, committed: Mapping[str, int]) -> None:
         """Drops the outputs of events below their topic's committed offset (``committed``, of the
-        partition the value's key is on). No restart delivers those events again, and the broker
-        acknowledged their outputs before the offset was committed (faust flushes its producer
-        first). Kept, they would be half a table's value by mid-shoe."""
+        partition the value's key is on: the offset faust last committed, or tried to, or read from
+        the broker). faust flushes its producer, every output sent, before it commits an offset, so
+        those outputs reached the broker and need no publishing again, whether or not the commit
+        went through. Kept, they would be half a table's value by mid-shoe."""
         if committed and self.outputs:
             self.outputs = [o for o in self.outputs if not _committed(o.source, committed)]
 
@@ -253,6 +255,8 @@ def watch_record(name: str, partition: int, offset: int, timestamp: float, key: 
         travels_on = topics.ALERTS if topic == PATTERN_ALERTS else topic  # the pattern alerts come back
         if decoded.topic != travels_on:  # it would be read as what it is not
             raise codec.InvalidEventError(f"a {decoded.event_type} event travels on {decoded.topic}, not on {topic}")
+        if key != decoded.subject.encode():
+            raise codec.InvalidEventError(_not_keyed_by(key, f"its table {decoded.subject!r}"))
         return _watched_event(decoded, name, partition, offset, timestamp)
     except Exception as error:
         if topic in REFUSALS:
@@ -284,6 +288,14 @@ def _watched_event(decoded: Event, name: str, partition: int, offset: int, times
         outputs = [_fitting(output, name, partition, offset) for output in outputs]  # as kept, for a redelivery
         watched.outbox.record(topic, offset, outputs)
     return outputs
+
+
+def _not_keyed_by(key: bytes | None, owner: str) -> str:
+    """Why a record not keyed by what it belongs to is refused: it is on another key's partition,
+    where its offset would be taken for one of its owner's (and its owner's later events for ones
+    already applied)."""
+    shown = "no key" if key is None else f"the key {key[:60]!r}{'...' if len(key) > 60 else ''}"
+    return f"{shown}, not {owner}: a record is keyed by what it belongs to, and read on that key's partition"
 
 
 def _dead_letter(name: str, partition: int | None, offset: int, key: bytes | None, payload: bytes, error: Exception) -> Output:
@@ -328,8 +340,9 @@ def _letter(name: str, partition: int | None, offset: int, key: bytes | None, pa
 
 _TABLE_STREAMS = {settings.topic(name): name for name in (topics.SHOE, topics.TABLE, topics.SETTLEMENT)}
 # The input topics keyed as the values whose outboxes name them (the tables' by table id, the
-# charts' by patron or dealer), by name, and as their outputs name them. A device's refused
-# message is not: its table is in the letter, not the key.
+# charts' by patron or dealer; ``watch_record`` and ``chart_record`` refuse a record keyed
+# otherwise), by name, and as their outputs name them. A device's refused message is not among
+# them: its letter is keyed by the table it claims, cut to a length, or by any bytes it came with.
 _CO_PARTITIONED = {**_TABLE_STREAMS, settings.topic(PATTERN_ALERTS): PATTERN_ALERTS, settings.topic(FACTS): "facts"}
 
 
@@ -521,6 +534,8 @@ def chart_record(name: str, partition: int, offset: int, key: bytes | None, raw:
         return [_dead_letter(name, partition, offset, key, raw or b"", codec.InvalidEventError(f"not a pattern fact: {error}"))]
     try:
         fact_key = fact.key.encode()
+        if key != fact_key:
+            raise codec.InvalidEventError(_not_keyed_by(key, f"its patron or dealer {fact.key!r}"))
         charted = _chart_of(fact_key)
         if charted.outbox.seen("facts", offset):
             return charted.outbox.of("facts", offset)

@@ -146,7 +146,7 @@ class Consumer(aiokafka.Consumer):
         watchdog = asyncio.ensure_future(self._watch_commit(asyncio.current_task(), started))
         try:
             async with asyncio.timeout(self.app.commit_timeout):  # type: ignore[attr-defined]
-                await self.app.before_commit(self.assignment(), self._committed_offset)  # type: ignore[attr-defined]
+                await self.app.before_commit(self.assignment(), dict(self._committed_offset))  # type: ignore[attr-defined]
                 written = loop.time()
                 self._commit_waits_for = "the offsets' commit"
                 committed = await super()._commit_offsets(offsets, start_new_transaction)
@@ -252,8 +252,9 @@ async def _nothing_before_commit(assigned: Set[TP], committed: Mapping[TP, int |
 
 
 class App(faust.App):
-    #: Awaited before each offset commit, with the assignment and the offsets committed so far (of
-    #: events whose outputs the broker has acknowledged): what must be durable first.
+    #: Awaited before each offset commit, with the assignment and the offsets faust last committed
+    #: (or tried to: it flushed its producer first either way) or read from the broker: what must
+    #: be durable first.
     before_commit: Callable[[Set[TP], Mapping[TP, int | None]], Awaitable[None]] = staticmethod(_nothing_before_commit)
     #: Per assigned partition, the offset after the last one the recovered tables applied (if known).
     unapplied_offsets: Callable[[Set[TP]], Mapping[TP, int]] = staticmethod(lambda assigned: {})

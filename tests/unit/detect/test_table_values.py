@@ -153,7 +153,41 @@ def test_a_dead_letter_for_an_output_too_large_is_published_again_with_its_event
     assert app.watch_record(name(app, event_topic), 0, offset, 0.0, event.subject.encode(), codec.encode(event)) == outputs
 
 
-def test_the_consumer_hands_the_committed_offsets_to_what_it_awaits_before_a_commit(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_each_topic_is_cut_at_its_own_committed_offset_and_a_refusals_outputs_stay(app: Any) -> None:
+    from surveil.anomaly_detection.app import Output, TableState, TableValue
+
+    cuts = {topics.SHOE: 50, topics.TABLE: 70, topics.SETTLEMENT: 90, app.PATTERN_ALERTS: 30}
+    refusal = next(iter(app.REFUSALS))
+    sources = [f"{topic}:{cut + step}" for topic, cut in cuts.items() for step in (-1, 0, 1)] + [f"{refusal}:5"]
+    key = b"T001"
+    value = TableValue(TableState("T001"))
+    value.outbox.outputs = [Output(source, topics.ALERTS, key, b"alert") for source in sources]
+    app._changed[key] = value
+    partition = partition_for(key, app.settings.partitions)
+    committed = {TP(name(app, topic), partition): cut for topic, cut in cuts.items()}
+    app.stage_changed(assigned(app), {**committed, TP(name(app, refusal), partition): 10**9})
+    kept = [o.source for o in stored_table(app, "T001").outbox.outputs]
+    assert kept == [f"{topic}:{cut + step}" for topic, cut in cuts.items() for step in (0, 1)] + [f"{refusal}:5"]
+
+
+def test_a_record_not_keyed_by_what_it_belongs_to_is_a_dead_letter_and_changes_nothing(app: Any, floor: list[m.Event]) -> None:
+    opened = next(e for e in floor if isinstance(e, m.RoundOpened))
+    for key in (b"T999", None, opened.subject.encode() + b" "):
+        (letter,) = app.watch_record(name(app, opened.topic), 0, 3, 0.0, key, codec.encode(opened))
+        assert letter.topic == app.DEADLETTER_TOPIC and b"a record is keyed by what it belongs to" in letter.value
+        assert not app._changed and not app.watch_table.data
+    assert not app.watch_record(name(app, opened.topic), 0, 3, 0.0, opened.subject.encode(), codec.encode(opened))
+    assert opened.subject.encode() in app._changed  # rightly keyed, the same record is applied
+    fact = app._encode(app.PatronBet("P1", opened.subject, "R1", "B1", True, 500, opened.time))
+    (letter,) = app.chart_record(name(app, app.FACTS), 0, 8, b"patron:P2", fact)
+    assert letter.topic == app.DEADLETTER_TOPIC and b"its patron or dealer" in letter.value and not app._changed_charts
+    assert not app.chart_record(name(app, app.FACTS), 0, 8, b"patron:P1", fact) and b"patron:P1" in app._changed_charts
+
+
+def test_faust_flushes_every_output_before_a_commit_and_the_next_staging_sees_its_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The order the forgetting rests on: the staging (``before_commit``), faust's flush of its
+    producer, the commit; and the offsets handed to a staging are those of the commit before it,
+    gone through or not."""
     from faust.transport.drivers import aiokafka
 
     from surveil.anomaly_detection.transport import App, Consumer
@@ -163,21 +197,36 @@ def test_the_consumer_hands_the_committed_offsets_to_what_it_awaits_before_a_com
         test_app = App("values", broker="kafka://127.0.0.1:1", web_enabled=False, loop=loop)  # never connects
         consumer = test_app.consumer
         assert isinstance(consumer, Consumer)
-        handed: list[tuple[set[TP], dict[TP, int | None]]] = []
+        steps: list[Any] = []
 
         async def before_commit(assigned: set[TP], committed: dict[TP, int | None]) -> None:
-            handed.append((set(assigned), dict(committed)))
+            steps.append(("stage", dict(committed)))
 
-        async def committed_by_the_broker(self: Any, offsets: Any, start_new_transaction: bool = True) -> bool:
-            self._committed_offset.update(offsets)
-            return True
+        async def flush() -> None:
+            steps.append("flush")
+
+        async def commit(offsets: Any) -> bool:
+            steps.append("commit")
+            return len(steps) < 4  # the second commit does not go through
 
         monkeypatch.setattr(test_app, "before_commit", before_commit)
-        monkeypatch.setattr(aiokafka.Consumer, "_commit_offsets", committed_by_the_broker)
+        monkeypatch.setattr(test_app.producer, "flush", flush)
+        monkeypatch.setattr(aiokafka.Consumer, "_commit", lambda self, offsets: commit(offsets))
         monkeypatch.setattr(Consumer, "assignment", lambda self: {TP("t", 0)})
         consumer._committed_offset[TP("t", 0)] = 40
-        assert loop.run_until_complete(consumer._commit_offsets({TP("t", 0): 55}))
-        assert loop.run_until_complete(consumer._commit_offsets({TP("t", 0): 70}))
-        assert handed == [({TP("t", 0)}, {TP("t", 0): 40}), ({TP("t", 0)}, {TP("t", 0): 55})]
+        for offset in (55, 70, 81):
+            loop.run_until_complete(consumer._commit_offsets({TP("t", 0): offset}))
+        tp = TP("t", 0)
+        assert steps == [
+            ("stage", {tp: 40}),
+            "flush",
+            "commit",
+            ("stage", {tp: 55}),
+            "flush",
+            "commit",
+            ("stage", {tp: 70}),
+            "flush",
+            "commit",
+        ]
     finally:
         loop.close()
