@@ -1,6 +1,7 @@
-"""What the detectors write at each commit: a table's (or chart's) value keeps the outputs of the
-events a restart may deliver again, those at or after the committed offsets, and no others; a
-redelivered event still publishes its outputs again, read back from the value as written."""
+"""What the detectors write at each commit: a table's (or chart's) value keeps the outputs of its
+events at or after the committed offsets of the topics keyed as it is, and drops the earlier
+ones; a redelivered event still publishes its outputs again, read back from the value as written;
+a record keyed otherwise is refused."""
 
 from __future__ import annotations
 
