@@ -8,7 +8,10 @@ write every value an event changed once per offset commit: a commit a second
 as committed then (those of the commit before: the outputs of events since then are what a
 restart may have to publish again). It prints the table values written (mean and largest, over
 the shoe's last two thirds, once the values have grown), the bytes written a second of play, and
-the time staging takes a value (encoding it, mostly: the worker's event loop waits meanwhile).
+the time staging takes a value (encoding it, mostly: the worker's event loop waits meanwhile;
+the median over the commits, as the collector's pauses land in one commit or another),
+and what the table values hold (one in 25): their recent rounds, shoes, window of seen ids and
+outbox.
 
 Each figure is given twice: as the worker writes (the committed offsets handed to the staging),
 and with no offset committed (every value keeps its last ``RECENT_OUTPUTS`` outputs).
@@ -22,10 +25,11 @@ import argparse
 import os
 import statistics
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from faust.types import TP
 
 from procstat import load_average
@@ -47,8 +51,10 @@ def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) 
     offsets: Counter[str] = Counter()
     committed: dict[TP, int | None] = {}
     table_values: list[int] = []
+    parts: defaultdict[str, list[int]] = defaultdict(list)
     chart_values: list[int] = []
-    staging_s, staged, total_bytes = 0.0, 0, 0
+    staging_us: list[float] = []  # per commit, a value
+    total_bytes = 0
     started_at = codec.decode(lines[0]).time.timestamp()
     next_commit = started_at + commit_seconds
     grown = len(lines) // 3
@@ -58,12 +64,15 @@ def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) 
         if at >= next_commit:
             began = time.perf_counter()
             changelog = app.stage_changed(assigned, committed)
-            staging_s += time.perf_counter() - began
-            staged += len(changelog)
+            if changelog:
+                staging_us.append((time.perf_counter() - began) * 1e6 / len(changelog))
             total_bytes += sum(len(value) for *_, value in changelog)
             if number >= grown:
                 for topic, _, _, value in changelog:
                     (table_values if "table-watch" in topic else chart_values).append(len(value))
+                    if "table-watch" in topic and len(table_values) % 25 == 0:  # a sample: decoding them all slows the staging timed
+                        for part, size in parts_of(app._table_value.decode(value)).items():
+                            parts[part].append(size)
             if committed_offsets:
                 committed = {TP(app.settings.topic(t), p): offsets[t] for t in (*TABLE_STREAMS, "facts") for p in partitions}
             next_commit = at + commit_seconds
@@ -79,7 +88,19 @@ def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) 
         "table_value_kb_max": max(table_values) / 1024,
         "chart_value_kb_mean": statistics.mean(chart_values) / 1024 if chart_values else 0.0,
         "changelog_kb_a_second_of_play": total_bytes / 1024 / played_s,
-        "staging_us_a_value": staging_s * 1e6 / staged,
+        "staging_us_a_value_median": statistics.median(staging_us),
+        "table_value_parts_kb_mean": {part: statistics.mean(sizes) / 1024 for part, sizes in parts.items()},
+    }
+
+
+def parts_of(value: Any) -> dict[str, int]:
+    """The encoded bytes of a table value's parts."""
+    state, size = value.state, lambda part: len(msgspec.msgpack.encode(part))
+    return {
+        "recent rounds": size(state.rounds),
+        "shoes": size(state.shoes),
+        "window of seen ids": size(state.recent_digests),
+        "outbox": size(value.outbox),
     }
 
 
@@ -100,8 +121,12 @@ def main() -> None:
             f"mean {figures['table_value_kb_mean']:.1f} KB, largest {figures['table_value_kb_max']:.1f} KB; "
             f"charts' mean {figures['chart_value_kb_mean']:.2f} KB; "
             f"{figures['changelog_kb_a_second_of_play']:,.0f} KB written a second of play; "
-            f"staging {figures['staging_us_a_value']:.0f} us a value (the tables' and the charts')",
+            f"staging {figures['staging_us_a_value_median']:.0f} us a value (the tables' and the charts', median of the commits)",
             flush=True,
+        )
+        print(
+            "  a table value holds, on average: "
+            + ", ".join(f"{part} {kb:.1f} KB" for part, kb in figures["table_value_parts_kb_mean"].items())
         )
     print(f"load average at the end {load_average()}")
 

@@ -255,9 +255,10 @@ def watch_record(name: str, partition: int, offset: int, timestamp: float, key: 
         travels_on = topics.ALERTS if topic == PATTERN_ALERTS else topic  # the pattern alerts come back
         if decoded.topic != travels_on:  # it would be read as what it is not
             raise codec.InvalidEventError(f"a {decoded.event_type} event travels on {decoded.topic}, not on {topic}")
-        if key != decoded.subject.encode():
+        table_key = decoded.subject.encode()
+        if key != table_key:
             raise codec.InvalidEventError(_not_keyed_by(key, f"its table {decoded.subject!r}"))
-        return _watched_event(decoded, name, partition, offset, timestamp)
+        return _watched_event(decoded, table_key, name, partition, offset, timestamp)
     except Exception as error:
         if topic in REFUSALS:
             log.exception("a dead letter could not be read", offset=offset)
@@ -265,10 +266,9 @@ def watch_record(name: str, partition: int, offset: int, timestamp: float, key: 
         return [_dead_letter(name, partition, offset, key, raw or b"", error)]
 
 
-def _watched_event(decoded: Event, name: str, partition: int, offset: int, timestamp: float) -> list[Output]:
+def _watched_event(decoded: Event, key: bytes, name: str, partition: int, offset: int, timestamp: float) -> list[Output]:
     topic = name.removeprefix(settings.topic_prefix)
     source = f"{topic}:{offset}"
-    key = decoded.subject.encode()
     watched = _watch_of(key, decoded.subject)
     if watched.outbox.seen(topic, offset):
         return watched.outbox.of(topic, offset)
