@@ -618,7 +618,11 @@ def trades() -> dict[str, int]:
     """The services' settings that trade latency for CPU, as this run's services have them (they
     get this process's environment)."""
     settings = Settings.from_env("bench")
-    return {"KAFKA_GATHER_MS": settings.kafka_gather_ms, "KAFKA_LINGER_MS": settings.kafka_linger_ms}
+    return {
+        "KAFKA_GATHER_MS": settings.kafka_gather_ms,
+        "KAFKA_LINGER_MS": settings.kafka_linger_ms,
+        "COMMIT_INTERVAL_MS": settings.commit_interval_ms,
+    }
 
 
 def lag_trend(samples: list[dict[str, Any]], group: str) -> dict[str, float]:

@@ -1,8 +1,8 @@
 """What the detectors write to their tables' changelog at each commit, over a recorded shoe.
 
 The detectors keep each table's state (and each patron's and dealer's chart) as one value, and
-write every value an event changed once per offset commit: a commit a second
-(``broker_commit_interval``). This replays a recorded log through the faust app's own functions
+write every value an event changed once per offset commit (every ``COMMIT_INTERVAL_MS``,
+a second by default). This replays a recorded log through the faust app's own functions
 (``watch_record``, ``chart_record``, ``stage_changed``; no broker), at the log's own pace: every
 ``--commit-seconds`` of the log's clock it stages a commit, with the offsets the consumer holds
 as committed then (those of the commit before: the outputs of events since then are what a
@@ -11,7 +11,8 @@ the shoe's last two thirds, once the values have grown), the bytes written a sec
 the time staging takes a value (encoding it, mostly: the worker's event loop waits meanwhile;
 the median over the commits, as the collector's pauses land in one commit or another),
 and what the table values hold (one in 25): their recent rounds, shoes, window of seen ids and
-outbox.
+outbox; and, for each ten minutes of play, what a commit writes and how long staging it takes: it
+grows with the tables' state as their shoes go on.
 
 Each figure is given twice: as the worker writes (the committed offsets handed to the staging),
 and with no offset committed (every value keeps its last ``RECENT_OUTPUTS`` outputs).
@@ -35,9 +36,11 @@ from faust.types import TP
 from procstat import load_average
 from replay import lines_of, make_log
 from surveil.events import codec, topics
+from surveil.runtime.config import Settings
 
 os.environ.setdefault("ALERT_SIGNING_KEY", "")  # alerts unsigned: the bytes differ by a signature's
 TABLE_STREAMS = (topics.SHOE, topics.TABLE, topics.SETTLEMENT)
+WINDOW_SECONDS = 600  # of the log's clock: how the commits grow as the shoe goes on
 
 
 def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) -> dict[str, Any]:
@@ -54,6 +57,7 @@ def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) 
     parts: defaultdict[str, list[int]] = defaultdict(list)
     chart_values: list[int] = []
     staging_us: list[float] = []  # per commit, a value
+    by_window: defaultdict[int, list[tuple[int, int, float]]] = defaultdict(list)  # per commit: values, bytes, seconds
     total_bytes = 0
     started_at = codec.decode(lines[0]).time.timestamp()
     next_commit = started_at + commit_seconds
@@ -64,9 +68,12 @@ def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) 
         if at >= next_commit:
             began = time.perf_counter()
             changelog = app.stage_changed(assigned, committed)
+            staged_s = time.perf_counter() - began
             if changelog:
-                staging_us.append((time.perf_counter() - began) * 1e6 / len(changelog))
-            total_bytes += sum(len(value) for *_, value in changelog)
+                staging_us.append(staged_s * 1e6 / len(changelog))
+            staged_bytes = sum(len(value) for *_, value in changelog)
+            total_bytes += staged_bytes
+            by_window[int((at - started_at) // WINDOW_SECONDS)].append((len(changelog), staged_bytes, staged_s))
             if number >= grown:
                 for topic, _, _, value in changelog:
                     (table_values if "table-watch" in topic else chart_values).append(len(value))
@@ -90,6 +97,14 @@ def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) 
         "changelog_kb_a_second_of_play": total_bytes / 1024 / played_s,
         "staging_us_a_value_median": statistics.median(staging_us),
         "table_value_parts_kb_mean": {part: statistics.mean(sizes) / 1024 for part, sizes in parts.items()},
+        "by_window": {
+            window * WINDOW_SECONDS // 60: {
+                "values_a_commit": statistics.mean(values for values, _, _ in commits),
+                "kb_a_commit": statistics.mean(size for _, size, _ in commits) / 1024,
+                "staging_ms_a_commit": statistics.median(seconds for _, _, seconds in commits) * 1000,
+            }
+            for window, commits in sorted(by_window.items())
+        },
     }
 
 
@@ -107,7 +122,12 @@ def parts_of(value: Any) -> dict[str, int]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--log", type=Path, help="a recorded log (made if missing: 20 tables, one shoe)")
-    parser.add_argument("--commit-seconds", type=float, default=1.0, help="seconds of the log's clock between commits")
+    parser.add_argument(
+        "--commit-seconds",
+        type=float,
+        default=Settings.from_env("anomaly-detection").commit_interval_ms / 1000,
+        help="seconds of the log's clock between commits (default: the detectors', COMMIT_INTERVAL_MS)",
+    )
     args = parser.parse_args()
     path = args.log or Path("/tmp/bench-values-20x1-s1.jsonl")
     if not path.exists():
@@ -128,6 +148,11 @@ def main() -> None:
             "  a table value holds, on average: "
             + ", ".join(f"{part} {kb:.1f} KB" for part, kb in figures["table_value_parts_kb_mean"].items())
         )
+        for minute, commit in figures["by_window"].items():
+            print(
+                f"  from minute {minute:3d} of play: {commit['values_a_commit']:6.0f} values a commit, "
+                f"{commit['kb_a_commit']:7.0f} KB, staged in {commit['staging_ms_a_commit']:6.2f} ms (median)"
+            )
     print(f"load average at the end {load_average()}")
 
 

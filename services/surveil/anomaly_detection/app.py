@@ -164,7 +164,7 @@ app = App(
     producer_max_request_size=topics.MAX_RECORD_BYTES,
     broker_session_timeout=10.0,  # a killed worker's partitions move on after 10 s, not 60
     broker_heartbeat_interval=3.0,
-    broker_commit_interval=1.0,  # what a crash can make it republish: about a second's outputs
+    broker_commit_interval=settings.commit_interval_ms / 1000,  # what a crash can make it read and publish again
     logging_config=logs.logging_config(SERVICE, settings.log_level),  # faust's, aiokafka's lines as JSON, as ours
 )
 

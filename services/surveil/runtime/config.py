@@ -62,6 +62,11 @@ class Settings:
     # traded for fewer transactions (each costs the client and the broker the same however few
     # records it carries). 0: the next poll at once.
     kafka_gather_ms: int = 20
+    # How often the detectors (anomaly-detection) commit their offsets, and with them write every
+    # table value their events changed: the longer, the fewer values written (a busy table's value
+    # is written once a commit however many events changed it), traded for what a crash makes them
+    # read and publish again (the events since the last commit; consumers drop an alert they have).
+    commit_interval_ms: int = 1000
 
     def topic(self, name: str) -> str:
         """The name ``name`` has on the broker in this deployment."""
@@ -124,13 +129,14 @@ class Settings:
             kafka_ssl_cafile=env.get("KAFKA_SSL_CAFILE", ""),
             kafka_linger_ms=_milliseconds("KAFKA_LINGER_MS", env.get("KAFKA_LINGER_MS", "5")),
             kafka_gather_ms=_milliseconds("KAFKA_GATHER_MS", env.get("KAFKA_GATHER_MS", "20")),
+            commit_interval_ms=_milliseconds("COMMIT_INTERVAL_MS", env.get("COMMIT_INTERVAL_MS", "1000"), least=1),
         )
 
 
-def _milliseconds(name: str, value: str) -> int:
-    """A setting in whole milliseconds, 0 or more: anything else stops the service at its start."""
-    if not (value.isascii() and value.isdigit()):
-        raise ValueError(f"{name} must be a whole number of milliseconds, 0 or more, not {value!r}")
+def _milliseconds(name: str, value: str, least: int = 0) -> int:
+    """A setting in whole milliseconds, ``least`` or more: anything else stops the service at its start."""
+    if not (value.isascii() and value.isdigit()) or int(value) < least:
+        raise ValueError(f"{name} must be a whole number of milliseconds, {least} or more, not {value!r}")
     return int(value)
 
 

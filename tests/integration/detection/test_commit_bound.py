@@ -36,7 +36,7 @@ def test_a_commit_waiting_on_a_frozen_broker_says_what_it_waits_for_and_where(de
     deployment.publish(events[:100])
     deployment.wait_until_consumed(SERVICE, timeout_s=120)
     # Frozen as soon as the worker has processed new events, before its next commit (a second
-    # apart) has written their tables: that commit waits on the broker. Should the commit slip in
+    # apart: COMMIT_INTERVAL_MS) has written their tables: that commit waits on the broker. Should the commit slip in
     # before the freeze, there is nothing to commit while frozen; the next round tries again.
     log = ""
     for start in range(100, 400, 100):

@@ -231,3 +231,8 @@ def test_faust_flushes_every_output_before_a_commit_and_the_next_staging_sees_it
         ]
     finally:
         loop.close()
+
+
+def test_the_worker_commits_as_often_as_its_setting_says(app: Any) -> None:
+    """faust commits (and the worker writes its tables) every ``COMMIT_INTERVAL_MS``."""
+    assert app.app.conf.broker_commit_interval == app.settings.commit_interval_ms / 1000 == 1.0

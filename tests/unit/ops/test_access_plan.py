@@ -208,6 +208,19 @@ def test_the_transactional_services_gathering_is_a_setting_with_a_default_and_no
             Settings.from_env("settlement")
 
 
+def test_the_detectors_commit_interval_is_a_setting_with_a_default_and_nothing_below_a_millisecond(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("COMMIT_INTERVAL_MS", raising=False)
+    assert Settings.from_env("anomaly-detection").commit_interval_ms == 1000
+    monkeypatch.setenv("COMMIT_INTERVAL_MS", "1")
+    assert Settings.from_env("anomaly-detection").commit_interval_ms == 1
+    for wrong in ("0", "-1", "5s", "0.5", ""):
+        monkeypatch.setenv("COMMIT_INTERVAL_MS", wrong)
+        with pytest.raises(ValueError, match="COMMIT_INTERVAL_MS"):
+            Settings.from_env("anomaly-detection")
+
+
 def test_faust_gets_the_same_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
     import faust
 
