@@ -193,13 +193,22 @@ class Shoe(msgspec.Struct, omit_defaults=True):
     ended: bool = False
     cut_index: int | None = None  # cards out before the cut card
     burned: dict[int, str] = {}  # index -> round id ("" at the shoe's start)
-    dealt: dict[int, str] = {}  # index -> round id, as the rounds are judged against the reads
+    # The indices of hand cards, as the rounds are judged against the reads.
+    dealt: set[int] = msgspec.field(default_factory=set, name="dealt_indices")
     placed: dict[int, str] = {}  # index -> round id, as the table stream completes the rounds
     accounted_upto: int = 0
     round_spans: list[tuple[int, int]] = []  # the first and last hand index of each round judged
     exposed: list[int] = []  # indices of the cards that came out face up (Art. 4)
     demo_rounds: int = 0
     real_rounds: int = 0  # rounds opened that were not demonstrations
+    # ``dealt`` as a shoe stored before 2026-12-03 has it (index -> round id, under this name):
+    # read into ``dealt`` when such a shoe is decoded, never written.
+    dealt_rounds: dict[int, str] = msgspec.field(default_factory=dict, name="dealt")
+
+    def __post_init__(self) -> None:
+        if self.dealt_rounds:
+            self.dealt.update(self.dealt_rounds)
+            self.dealt_rounds = {}
 
     def start(self, decks: int, automatic: bool) -> bool:
         """The shoe's start (Art. 1-2); False when it had started already."""
@@ -353,11 +362,11 @@ class Shoe(msgspec.Struct, omit_defaults=True):
             for dealt in cards:
                 read = self.reads.get(dealt.index)
                 if read is not None:
-                    self.dealt.setdefault(dealt.index, rnd.round_id)
+                    self.dealt.add(dealt.index)
                 if read != dealt.card and dealt.card is not None:
                     found.append(self._mismatch(hand, dealt, read, stand_ins.get(dealt.index)))
         for index in stand_ins.values():
-            self.dealt.setdefault(index, rnd.round_id)
+            self.dealt.add(index)
         indices = [stand_ins.get(i, i) for i in rnd.indices()]
         indices = [i for i in indices if i in self.reads]  # an index never read has no place in the shoe
         if not indices:

@@ -4,6 +4,7 @@ finds exactly its code and article."""
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from surveil.core.findings import AlertCode, Severity
@@ -192,6 +193,20 @@ def test_art2_7_8_a_card_out_of_the_shoe_is_burned_or_in_a_hand_and_is_judged_on
     [finding] = shoe.check_round(rnd, LastRound.FINISH)  # card 4 went nowhere
     assert (finding.code, finding.article, finding.evidence) == (AlertCode.CARD_UNACCOUNTED, "Art. 2, 7-8", {"card": "4S", "index": 4})
     assert shoe.unaccounted(up_to=6) == []  # already judged
+
+
+def test_a_shoe_stored_when_its_dealt_cards_named_their_round_judges_them_as_dealt() -> None:
+    """Before 2026-12-03 a stored shoe mapped each dealt index to its round: such a shoe, read
+    back, still knows those cards went to a hand; it is written with the indices alone."""
+    shoe = started_shoe()
+    for index, card in enumerate(["9C", "2H", "3D", "4S", "5C", "6H"], start=1):
+        shoe.read(index, card, face_up=False)
+    stored = msgspec.to_builtins(shoe) | {"dealt": {2: "T01:S1:1", 3: "T01:S1:1", 4: "T01:S1:1"}}
+    before = msgspec.msgpack.decode(msgspec.msgpack.encode(stored), type=Shoe)
+    assert before.dealt == {2, 3, 4}
+    assert [f.evidence["index"] for f in before.unaccounted(up_to=6)] == [1, 5, 6]
+    written = msgspec.msgpack.decode(msgspec.msgpack.encode(before))
+    assert written["dealt_indices"] == [2, 3, 4] and "dealt" not in written
 
 
 def test_art3_1_no_round_opens_after_the_cut_card_beyond_the_house_policy() -> None:
