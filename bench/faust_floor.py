@@ -52,7 +52,7 @@ def worker(topic: str, group: str, gather_ms: int) -> None:
         value_serializer="raw",
         web_enabled=False,
         consumer_auto_offset_reset="latest",
-        broker_commit_interval=1.0,
+        broker_commit_interval=settings.commit_interval_ms / 1000,
         datadir=f"/tmp/{group}",
     )
     source = app.topic(topic, key_type=bytes, value_type=bytes)

@@ -14,7 +14,7 @@ Shoe and round are plain ``msgspec`` structs of strings and numbers, so a servic
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Set
 from types import MappingProxyType
 from typing import Any
 
@@ -180,8 +180,9 @@ def _carried(bet: Bet) -> Bet:
 class Shoe(msgspec.Struct, omit_defaults=True):
     """A shoe as the table's devices tell of it: what it holds (Art. 1), each card read as it left
     (by its 1-based index, burns included), the cut card, and where each card went: burned or
-    dealt, and in which round. ``accounted_upto``: every card up to that index has been judged
-    (burned, dealt, or reported as neither)."""
+    placed in a hand, and in which round. ``accounted_upto``: every card up to that index has been
+    judged (burned, dealt, or reported as neither); a round's check judges every card up to its
+    last, so which cards were dealt need not be kept."""
 
     shoe_id: str
     started: bool = False
@@ -193,22 +194,12 @@ class Shoe(msgspec.Struct, omit_defaults=True):
     ended: bool = False
     cut_index: int | None = None  # cards out before the cut card
     burned: dict[int, str] = {}  # index -> round id ("" at the shoe's start)
-    # The indices of hand cards, as the rounds are judged against the reads.
-    dealt: set[int] = msgspec.field(default_factory=set, name="dealt_indices")
     placed: dict[int, str] = {}  # index -> round id, as the table stream completes the rounds
     accounted_upto: int = 0
     round_spans: list[tuple[int, int]] = []  # the first and last hand index of each round judged
     exposed: list[int] = []  # indices of the cards that came out face up (Art. 4)
     demo_rounds: int = 0
     real_rounds: int = 0  # rounds opened that were not demonstrations
-    # ``dealt`` as a shoe stored before 2026-12-03 has it (index -> round id, under this name):
-    # read into ``dealt`` when such a shoe is decoded, never written.
-    dealt_rounds: dict[int, str] = msgspec.field(default_factory=dict, name="dealt")
-
-    def __post_init__(self) -> None:
-        if self.dealt_rounds:
-            self.dealt.update(self.dealt_rounds)
-            self.dealt_rounds = {}
 
     def start(self, decks: int, automatic: bool) -> bool:
         """The shoe's start (Art. 1-2); False when it had started already."""
@@ -340,7 +331,7 @@ class Shoe(msgspec.Struct, omit_defaults=True):
         free = (
             index
             for index in range(self.accounted_upto + 1, self.last_index + 1)
-            if index in self.reads and index not in self.burned and index not in self.dealt and index not in own
+            if index in self.reads and index not in self.burned and index not in own
         )
         return dict(zip(unread, free))
 
@@ -358,22 +349,21 @@ class Shoe(msgspec.Struct, omit_defaults=True):
         no more rounds after the cut card than the house plays."""
         found = []
         stand_ins = self.stand_ins(rnd)
+        in_hands = set(stand_ins.values())  # the cards out of the shoe that went to this round's hands
         for hand, cards in (("Player", rnd.player), ("Banker", rnd.banker)):
             for dealt in cards:
                 read = self.reads.get(dealt.index)
                 if read is not None:
-                    self.dealt.add(dealt.index)
+                    in_hands.add(dealt.index)
                 if read != dealt.card and dealt.card is not None:
                     found.append(self._mismatch(hand, dealt, read, stand_ins.get(dealt.index)))
-        for index in stand_ins.values():
-            self.dealt.add(index)
         indices = [stand_ins.get(i, i) for i in rnd.indices()]
         indices = [i for i in indices if i in self.reads]  # an index never read has no place in the shoe
         if not indices:
             return found
         first, last = min(indices), max(indices)
         self.round_spans.append((first, last))
-        found += self.unaccounted(up_to=last)
+        found += self.unaccounted(up_to=last, in_hands=in_hands)
         cut = self.cut_index
         if cut is not None and not self.automatic and first > cut:
             straddled = any(start <= cut < end for start, end in self.round_spans)
@@ -403,14 +393,16 @@ class Shoe(msgspec.Struct, omit_defaults=True):
             evidence,
         )
 
-    def unaccounted(self, up_to: int) -> list[Finding]:
+    def unaccounted(self, up_to: int, in_hands: Set[int] = frozenset()) -> list[Finding]:
         """Art. 2, 7-8: cards that left the shoe up to ``up_to`` and are neither burned nor in a
-        hand (each index is judged once)."""
+        hand (``in_hands``: the round just checked's; an earlier round's are all at or below
+        ``accounted_upto``, as its check judged every card up to its last). Each index is judged
+        once."""
         found = []
         start, self.accounted_upto = self.accounted_upto, max(self.accounted_upto, up_to)
         for index in range(start + 1, up_to + 1):
             card = self.reads.get(index)
-            if card is None or index in self.burned or index in self.dealt:
+            if card is None or index in self.burned or index in in_hands:
                 continue
             found.append(
                 Finding(

@@ -195,18 +195,25 @@ def test_art2_7_8_a_card_out_of_the_shoe_is_burned_or_in_a_hand_and_is_judged_on
     assert shoe.unaccounted(up_to=6) == []  # already judged
 
 
-def test_a_shoe_stored_when_its_dealt_cards_named_their_round_judges_them_as_dealt() -> None:
-    """Before 2026-12-03 a stored shoe mapped each dealt index to its round: such a shoe, read
-    back, still knows those cards went to a hand; it is written with the indices alone."""
-    shoe = started_shoe()
-    for index, card in enumerate(["9C", "2H", "3D", "4S", "5C", "6H"], start=1):
-        shoe.read(index, card, face_up=False)
-    stored = msgspec.to_builtins(shoe) | {"dealt": {2: "T01:S1:1", 3: "T01:S1:1", 4: "T01:S1:1"}}
-    before = msgspec.msgpack.decode(msgspec.msgpack.encode(stored), type=Shoe)
-    assert before.dealt == {2, 3, 4}
-    assert [f.evidence["index"] for f in before.unaccounted(up_to=6)] == [1, 5, 6]
-    written = msgspec.msgpack.decode(msgspec.msgpack.encode(before))
-    assert written["dealt_indices"] == [2, 3, 4] and "dealt" not in written
+def test_a_shoe_read_back_between_rounds_judges_the_next_round_as_the_shoe_kept_in_memory() -> None:
+    """A shoe is stored between events (the detectors' in their changelog) without the cards its
+    rounds were dealt: every card up to a checked round's last is
+    judged. One read back, with or without the ``dealt`` map a shoe stored before 2026-12-03
+    carries, finds what the shoe kept in memory finds: card 4 and card 8 unaccounted for."""
+    kept = started_shoe()
+    for index, card in enumerate(["9C", "2H", "3D", "4S", "5C", "6H", "7D", "8S", "9H", "TC", "JD"], start=1):
+        kept.read(index, card, face_up=False)
+    kept.burn([1], round_id=None)
+    first = dealt(round_with(), [(2, "2H"), (5, "5C")], [(3, "3D"), (6, "6H")], RoundResult(7, 9, Outcome.BANKER, False, False))
+    assert [f.evidence["index"] for f in kept.check_round(first, LastRound.FINISH)] == [4]
+    stored = msgspec.msgpack.encode(kept)
+    assert b"dealt" not in stored
+    before = msgspec.to_builtins(kept) | {"dealt": {2: "T01:S1:1", 3: "T01:S1:1", 5: "T01:S1:1", 6: "T01:S1:1"}}
+    for shoe in (kept, msgspec.msgpack.decode(stored, type=Shoe), msgspec.msgpack.decode(msgspec.msgpack.encode(before), type=Shoe)):
+        second = dealt(round_with(), [(7, "7D"), (10, "TC")], [(9, "9H"), (11, "JD")], RoundResult(4, 9, Outcome.BANKER, False, False))
+        second.round_id, second.round_no = "T01:S1:2", 2
+        assert [(f.code, f.evidence["index"]) for f in shoe.check_round(second, LastRound.FINISH)] == [(AlertCode.CARD_UNACCOUNTED, 8)]
+        assert shoe.unaccounted(up_to=11) == []
 
 
 def test_art3_1_no_round_opens_after_the_cut_card_beyond_the_house_policy() -> None:

@@ -195,30 +195,25 @@ def test_the_producers_linger_is_a_setting_with_a_default_and_nothing_below_zero
             Settings.from_env("shoe-reader")
 
 
-def test_the_transactional_services_gathering_is_a_setting_with_a_default_and_nothing_below_zero(
-    monkeypatch: pytest.MonkeyPatch,
+@pytest.mark.parametrize(
+    ("name", "default", "least"),
+    [
+        ("KAFKA_GATHER_MS", 20, 0),  # the transactional services' gathering between transactions
+        ("COMMIT_INTERVAL_MS", 1000, 1),  # the detectors' commits
+    ],
+)
+def test_a_setting_in_milliseconds_has_a_default_and_nothing_below_its_least(
+    monkeypatch: pytest.MonkeyPatch, name: str, default: int, least: int
 ) -> None:
-    monkeypatch.delenv("KAFKA_GATHER_MS", raising=False)
-    assert Settings.from_env("table-controller").kafka_gather_ms == 20
-    monkeypatch.setenv("KAFKA_GATHER_MS", "0")
-    assert Settings.from_env("settlement").kafka_gather_ms == 0
-    for wrong in ("-1", "20ms", "0.5", ""):
-        monkeypatch.setenv("KAFKA_GATHER_MS", wrong)
-        with pytest.raises(ValueError, match="KAFKA_GATHER_MS"):
+    field = name.lower()
+    monkeypatch.delenv(name, raising=False)
+    assert getattr(Settings.from_env("settlement"), field) == default
+    monkeypatch.setenv(name, str(least))
+    assert getattr(Settings.from_env("anomaly-detection"), field) == least
+    for wrong in (str(least - 1), "20ms", "0.5", ""):
+        monkeypatch.setenv(name, wrong)
+        with pytest.raises(ValueError, match=name):
             Settings.from_env("settlement")
-
-
-def test_the_detectors_commit_interval_is_a_setting_with_a_default_and_nothing_below_a_millisecond(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    monkeypatch.delenv("COMMIT_INTERVAL_MS", raising=False)
-    assert Settings.from_env("anomaly-detection").commit_interval_ms == 1000
-    monkeypatch.setenv("COMMIT_INTERVAL_MS", "1")
-    assert Settings.from_env("anomaly-detection").commit_interval_ms == 1
-    for wrong in ("0", "-1", "5s", "0.5", ""):
-        monkeypatch.setenv("COMMIT_INTERVAL_MS", wrong)
-        with pytest.raises(ValueError, match="COMMIT_INTERVAL_MS"):
-            Settings.from_env("anomaly-detection")
 
 
 def test_faust_gets_the_same_credentials(monkeypatch: pytest.MonkeyPatch) -> None:
