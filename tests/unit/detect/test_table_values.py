@@ -157,6 +157,24 @@ def test_a_dead_letter_for_an_output_too_large_is_published_again_with_its_event
     assert app.watch_record(name(app, event_topic), 0, offset, 0.0, event.subject.encode(), codec.encode(event)) == outputs
 
 
+def test_a_charts_dead_letter_for_an_output_too_large_is_published_again_with_its_fact(
+    app: Any, floor: list[m.Event], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(topics, "fits", lambda key, value: False)  # every output too large
+    table, at = floor[0].subject, floor[0].time
+    outputs, offset = [], -1
+    while not outputs and offset < 500:  # a patron who wins every bet: the chart signals
+        offset += 1
+        fact = app._encode(app.PatronBet("P1", table, f"R{offset}", f"B{offset}", True, 500, at))
+        outputs = app.chart_record(name(app, app.FACTS), 0, offset, b"patron:P1", fact)
+    (letter,) = outputs
+    assert letter.topic == app.DEADLETTER_TOPIC and letter.source == f"facts:{offset}"
+    assert b"over the broker's maximum record" in letter.value
+    app.stage_changed(assigned(app), {TP(name(app, app.FACTS), p): offset for p in range(app.settings.partitions)})
+    assert not app._changed_charts  # the next delivery reads the chart back from its stored value
+    assert app.chart_record(name(app, app.FACTS), 0, offset, b"patron:P1", fact) == outputs
+
+
 def test_each_topic_is_cut_at_its_own_committed_offset_and_a_refusals_outputs_stay(app: Any) -> None:
     from surveil.anomaly_detection.app import Output, TableState, TableValue
 
