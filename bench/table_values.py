@@ -56,9 +56,7 @@ def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) 
     table_values: list[int] = []
     parts: defaultdict[str, list[int]] = defaultdict(list)
     chart_values: list[int] = []
-    staging_us: list[float] = []  # per commit, a value
     by_window: defaultdict[int, list[tuple[int, int, float]]] = defaultdict(list)  # per commit: values, bytes, seconds
-    total_bytes = 0
     started_at = codec.decode(lines[0]).time.timestamp()
     next_commit = started_at + commit_seconds
     grown = len(lines) // 3
@@ -69,10 +67,7 @@ def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) 
             began = time.perf_counter()
             changelog = app.stage_changed(assigned, committed)
             staged_s = time.perf_counter() - began
-            if changelog:
-                staging_us.append(staged_s * 1e6 / len(changelog))
             staged_bytes = sum(len(value) for *_, value in changelog)
-            total_bytes += staged_bytes
             by_window[int((at - started_at) // WINDOW_SECONDS)].append((len(changelog), staged_bytes, staged_s))
             if number >= grown:
                 for topic, _, _, value in changelog:
@@ -89,6 +84,9 @@ def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) 
             app.chart_record(app.settings.topic(app.FACTS), 0, offsets["facts"], fact.key, fact.value)
             offsets["facts"] += 1
     played_s = codec.decode(lines[-1]).time.timestamp() - started_at
+    commits = [commit for window in by_window.values() for commit in window]
+    total_bytes = sum(size for _, size, _ in commits)
+    staging_us = [seconds * 1e6 / values for values, _, seconds in commits if values]  # per commit, a value
     return {
         "table_values_written": len(table_values),
         "table_value_kb_mean": statistics.mean(table_values) / 1024,

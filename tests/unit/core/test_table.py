@@ -197,9 +197,9 @@ def test_art2_7_8_a_card_out_of_the_shoe_is_burned_or_in_a_hand_and_is_judged_on
 
 def test_a_shoe_read_back_between_rounds_judges_the_next_round_as_the_shoe_kept_in_memory() -> None:
     """A shoe is stored between events (the detectors' in their changelog) without the cards its
-    rounds were dealt: every card up to a checked round's last is
-    judged. One read back, with or without the ``dealt`` map a shoe stored before 2026-12-03
-    carries, finds what the shoe kept in memory finds: card 4 and card 8 unaccounted for."""
+    rounds were dealt: every card up to a checked round's last is judged. One read back, with or
+    without the ``dealt`` map a shoe stored before 2026-12-03 carries, finds what the shoe kept in
+    memory finds: card 4 and card 8 unaccounted for."""
     kept = started_shoe()
     for index, card in enumerate(["9C", "2H", "3D", "4S", "5C", "6H", "7D", "8S", "9H", "TC", "JD"], start=1):
         kept.read(index, card, face_up=False)
