@@ -63,7 +63,7 @@ import time
 import urllib.request
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -300,18 +300,24 @@ class Pipeline:
 
     def histogram(self, metric: str) -> dict[str, dict[float, float]]:
         """``metric``'s cumulative bucket counts by topic, summed over the anomaly-detection instances."""
-        total: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
-        for name in self.instance_names("anomaly-detection"):
-            for family in text_string_to_metric_families(self.metrics_text(name)):
-                for sample in family.samples:
-                    if sample.name == f"{metric}_bucket":
-                        total[sample.labels["topic"]][float(sample.labels["le"])] += sample.value
-        return {topic: dict(buckets) for topic, buckets in total.items()}
+        return histogram_buckets((self.metrics_text(name) for name in self.instance_names("anomaly-detection")), metric)
 
     def settings(self, principal: str) -> Settings:
         assert self.access is not None
         settings = replace(Settings.from_env(principal), kafka_bootstrap=self.bootstrap, topic_prefix=self.prefix)
         return self.access.settings(settings, principal)  # type: ignore[no-any-return]
+
+
+def histogram_buckets(texts: Iterable[str], metric: str) -> dict[str, dict[float, float]]:
+    """A histogram's cumulative bucket counts by topic ("" for a histogram without one), summed
+    over the exposition ``texts`` (one per instance)."""
+    total: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+    for text in texts:
+        for family in text_string_to_metric_families(text):
+            for sample in family.samples:
+                if sample.name == f"{metric}_bucket":
+                    total[sample.labels.get("topic", "")][float(sample.labels["le"])] += sample.value
+    return {topic: dict(buckets) for topic, buckets in total.items()}
 
 
 def histogram_delta(
@@ -715,7 +721,12 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         pipeline.check_alive()
         before = {
             metric: pipeline.histogram(metric)
-            for metric in ("surveil_detection_latency_seconds", "surveil_detection_queue_latency_seconds", "surveil_alert_latency_seconds")
+            for metric in (
+                "surveil_detection_latency_seconds",
+                "surveil_detection_queue_latency_seconds",
+                "surveil_alert_latency_seconds",
+                "surveil_detection_commit_seconds",
+            )
         }
         # The broker's request meters (--broker-requests): its JMX port open from here to the window's
         # end; a reading is a JVM of its own (~1 s), so it comes before the CPU readings.
@@ -811,6 +822,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         "detection_latency": latency_summary(histograms["surveil_detection_latency_seconds"]),
         "detection_since_published": latency_summary(histograms["surveil_detection_queue_latency_seconds"]),
         "alert_latency_service": latency_summary(histograms["surveil_alert_latency_seconds"]),
+        "detectors_commit": latency_summary(histograms["surveil_detection_commit_seconds"]),
         "alert_latency_end_to_end": {
             "alerts": len(everything),
             "p50": percentile(everything, 0.5),
@@ -900,6 +912,7 @@ def summary(result: Mapping[str, Any]) -> str:
         return "n/a" if math.isnan(seconds) else f"{1000 * seconds:.0f} ms"
 
     e2e, detection, load = result["alert_latency_end_to_end"], result["detection_latency"], result["load_average"]
+    commits = result.get("detectors_commit", {"count": 0, "p50": math.nan, "p99": math.nan})  # not in sweeps from before
     slopes = ", ".join(f"{g} {t['slope_per_s']:+.2f}" if t else f"{g} (too few samples)" for g, t in result["lag"].items())
     lines = [
         f"{result['tables']} tables at a round every {result['pace_seconds_per_round']:g} s a table: "
@@ -910,6 +923,8 @@ def summary(result: Mapping[str, Any]) -> str:
         f"  card read to alert: p50 {ms(e2e['p50'])}, p99 {ms(e2e['p99'])} over {e2e['alerts']} alerts; "
         f"{result['labels'] - result['labels_missed']} of {result['labels']} injected irregularities found",
         f"  detectors, event to processed: p99 {ms(detection['p99'])} ({100 * detection['within_100ms']:.0f} % within 100 ms)",
+        f"  detectors' commits (changelog written, offsets committed): {commits['count']:.0f}, "
+        f"p50 {ms(commits['p50'])}, p99 {ms(commits['p99'])}",
         f"  {'process':<26}{'CPU ms/round':>13}{'% of a core':>13}{'peak RSS MB':>13}",
     ]
     for name, share in result["cpu_share"].items():

@@ -66,7 +66,8 @@ from .transport import App
 SERVICE = "anomaly-detection"
 # Outputs kept per table or chart, at most. Those of events after the committed offsets are far
 # fewer (up to two commit intervals'), unless commits stall: then this bound keeps a value from
-# growing without end, and it is the one way an output a redelivery needs can be dropped.
+# growing without end, and it is the one way an output a redelivery needs can be dropped
+# (surveil_detection_outputs_dropped_total, and the SurveilDetectorsOutputsDropped alert).
 RECENT_OUTPUTS = 256
 
 settings = Settings.from_env(SERVICE)
@@ -96,7 +97,11 @@ class Outbox(msgspec.Struct):
 
     def record(self, topic: str, offset: int, outputs: list[Output]) -> None:
         self.applied[topic] = offset
-        self.outputs = [*self.outputs, *outputs][-RECENT_OUTPUTS:]
+        kept = [*self.outputs, *outputs]
+        if len(kept) > RECENT_OUTPUTS:
+            metrics.OUTPUTS_DROPPED.inc(len(kept) - RECENT_OUTPUTS)
+            kept = kept[-RECENT_OUTPUTS:]
+        self.outputs = kept
 
     def of(self, topic: str, offset: int) -> list[Output]:
         source = f"{topic}:{offset}"
@@ -162,6 +167,9 @@ app = App(
     web_enabled=False,
     producer_acks=-1,
     producer_max_request_size=topics.MAX_RECORD_BYTES,
+    # A commit's changelog in a few requests: aiokafka has one request in flight to a broker, with
+    # one batch a partition, and a table's value over the 16 KB default was a request of its own.
+    producer_max_batch_size=topics.MAX_RECORD_BYTES,
     broker_session_timeout=10.0,  # a killed worker's partitions move on after 10 s, not 60
     broker_heartbeat_interval=3.0,
     broker_commit_interval=settings.commit_interval_ms / 1000,  # what a crash can make it read and publish again

@@ -18,6 +18,7 @@ __all__ = [
     "COMMIT_SECONDS",
     "DEAD_LETTERS",
     "EVENT_LATENCY",
+    "OUTPUTS_DROPPED",
     "QUEUE_LATENCY",
     "ROUNDS_CHECKED",
     "ROUND_OUTCOMES",
@@ -75,6 +76,11 @@ QUEUE_LATENCY = Histogram(
     buckets=LATENCY_BUCKETS,
 )
 
+OUTPUTS_DROPPED = Counter(
+    "surveil_detection_outputs_dropped_total",
+    "Outputs (alerts, facts, dead letters) dropped from a table's or chart's outbox, at its bound of 256, before their events "
+    "were known committed: were the worker to crash now, a redelivered event would not publish them again. Commits are stalled.",
+)
 COMMIT_SECONDS = Histogram(
     "surveil_detection_commit_seconds",
     "Time an offset commit of the detectors took: the changed tables written to their changelog and "

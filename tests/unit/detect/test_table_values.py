@@ -97,6 +97,43 @@ def test_a_commit_writes_only_the_outputs_of_events_at_or_after_the_committed_of
     assert {o.source for o in kept} == {o.source for o in expected}
 
 
+def test_a_commit_sends_many_tables_values_of_one_partition_in_one_batch(app: Any) -> None:
+    """aiokafka keeps one request in flight to a broker, with one batch a partition: with its
+    16 KB default a table's value (about 27 KB late in a shoe) was a batch, and a request, of its
+    own, and a commit of 350 values took dozens of round trips, one after the other."""
+    from aiokafka.producer.message_accumulator import BatchBuilder
+
+    settings = app.app.producer._settings_default()
+    assert settings["max_batch_size"] == topics.MAX_RECORD_BYTES
+    batch = BatchBuilder(settings["max_batch_size"], 0, is_transactional=False, key_serializer=None, value_serializer=None)
+    values = 0
+    while batch.append(key=b"T%03d" % values, value=bytes(27_000), timestamp=None) is not None:
+        values += 1
+    assert values == 38  # a partition's values of a commit at 1,000 tables (58) in two batches
+    batch.close()
+    assert batch.size() <= topics.MAX_RECORD_BYTES  # what the broker takes
+
+
+def test_an_outbox_past_its_bound_counts_exactly_the_outputs_it_dropped(app: Any) -> None:
+    from prometheus_client import REGISTRY
+
+    def dropped() -> float:
+        return REGISTRY.get_sample_value("surveil_detection_outputs_dropped_total") or 0.0
+
+    def outputs(offset: int, count: int) -> list[Any]:
+        return [app.Output(f"shoe:{offset}", "alerts", b"T01", bytes([i])) for i in range(count)]
+
+    outbox, before = app.Outbox(), dropped()
+    for offset in range(25):
+        outbox.record("shoe", offset, outputs(offset, 10))
+    assert len(outbox.outputs) == 250 and dropped() == before  # under the bound: nothing dropped
+    outbox.record("shoe", 25, outputs(25, 10))
+    assert dropped() == before + 4
+    assert outbox.outputs == [o for offset in range(26) for o in outputs(offset, 10)][4:]  # the oldest went
+    outbox.record("shoe", 26, [])
+    assert dropped() == before + 4 and len(outbox.outputs) == app.RECENT_OUTPUTS
+
+
 def test_an_event_delivered_again_after_the_commit_publishes_the_same_outputs(app: Any, floor: list[m.Event]) -> None:
     offsets: Counter[str] = Counter()
     table_id = floor[0].subject

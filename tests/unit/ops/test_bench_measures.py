@@ -220,3 +220,27 @@ def test_the_summary_has_the_broker_requests_a_round_only_when_asked_for() -> No
     failed = pipeline.broker_requests_figures(counts, None, None, [])
     assert failed == {"error": "not read"}
     assert "not measured" in pipeline.broker_requests_lines(failed)[0]
+
+
+def test_histograms_with_and_without_a_topic_are_summed_over_the_instances() -> None:
+    exposition = """# HELP surveil_detection_commit_seconds Time an offset commit took.
+# TYPE surveil_detection_commit_seconds histogram
+surveil_detection_commit_seconds_bucket{le="0.05"} 3.0
+surveil_detection_commit_seconds_bucket{le="0.1"} 9.0
+surveil_detection_commit_seconds_bucket{le="+Inf"} 10.0
+surveil_detection_commit_seconds_count 10.0
+surveil_detection_commit_seconds_sum 0.6
+# HELP surveil_alert_latency_seconds Event to alert.
+# TYPE surveil_alert_latency_seconds histogram
+surveil_alert_latency_seconds_bucket{le="0.1",topic="baccarat.shoe"} 4.0
+surveil_alert_latency_seconds_bucket{le="+Inf",topic="baccarat.shoe"} 5.0
+surveil_alert_latency_seconds_count{topic="baccarat.shoe"} 5.0
+surveil_alert_latency_seconds_sum{topic="baccarat.shoe"} 0.3
+"""
+    second = exposition.replace('le="+Inf"} 10.0', 'le="+Inf"} 30.0')
+    commits = pipeline.histogram_buckets([exposition, second], "surveil_detection_commit_seconds")
+    assert commits == {"": {0.05: 6.0, 0.1: 18.0, float("inf"): 40.0}}
+    alerts = pipeline.histogram_buckets([exposition, second], "surveil_alert_latency_seconds")
+    assert alerts == {"baccarat.shoe": {0.1: 8.0, float("inf"): 10.0}}
+    summary = pipeline.latency_summary(commits)
+    assert summary["count"] == 40.0 and summary["p99"] == 0.1  # 22 of the 40 above the largest finite bound

@@ -106,6 +106,7 @@ def test_every_alert_is_seen_firing_and_seen_quiet_in_a_rule_test() -> None:
         "SurveilConsumerLagHigh",
         "SurveilConsumerLagUnknown",
         "SurveilDeadLetters",
+        "SurveilDetectorsOutputsDropped",
         "SurveilServiceDown",
     }
     assert alerts - firing == set(), "alerts no test sees firing"
