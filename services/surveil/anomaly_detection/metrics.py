@@ -79,7 +79,8 @@ QUEUE_LATENCY = Histogram(
 OUTPUTS_DROPPED = Counter(
     "surveil_detection_outputs_dropped_total",
     "Outputs (alerts, facts, dead letters) dropped from a table's or chart's outbox, at its bound of 256, before their events "
-    "were known committed: were the worker to crash now, a redelivered event would not publish them again. Commits are stalled.",
+    "were known committed: were the worker to crash now, a redelivered event would not publish them again. Commits are stalled, "
+    "or a table's events come faster than 256 outputs a commit interval.",
 )
 COMMIT_SECONDS = Histogram(
     "surveil_detection_commit_seconds",
