@@ -912,7 +912,7 @@ def summary(result: Mapping[str, Any]) -> str:
         return "n/a" if math.isnan(seconds) else f"{1000 * seconds:.0f} ms"
 
     e2e, detection, load = result["alert_latency_end_to_end"], result["detection_latency"], result["load_average"]
-    commits = result.get("detectors_commit", {"count": 0, "p50": math.nan, "p99": math.nan})  # not in sweeps from before
+    commits = result["detectors_commit"]
     slopes = ", ".join(f"{g} {t['slope_per_s']:+.2f}" if t else f"{g} (too few samples)" for g, t in result["lag"].items())
     lines = [
         f"{result['tables']} tables at a round every {result['pace_seconds_per_round']:g} s a table: "
