@@ -46,7 +46,7 @@ from surveil.events import models as m
 from surveil.events.signing import SIGNED_TOPICS, DeviceKeys
 from surveil.runtime import kafka as runtime_kafka
 from surveil.runtime.config import Settings
-from surveil.runtime.kafka import KafkaRunner
+from surveil.runtime.kafka import KafkaRunner, partition_for
 from surveil.runtime.processor import Processor
 from surveil.runtime.state import MemoryBackend
 from surveil.settlement.processor import SettlementProcessor
@@ -263,6 +263,11 @@ def _letters(outputs: list[tuple[str, bytes, bytes]]) -> set[tuple[str, int, int
     return named
 
 
+def home(key: bytes) -> int:
+    """The partition a genuine producer writes a record keyed ``key`` to."""
+    return partition_for(key, PARTITIONS)
+
+
 def place(key: bytes | None) -> int:
     """The partition a record is on: any one, for a hostile producer (murmur2, the partitioner of
     the keyed topics, takes seconds over a key of a megabyte in Python)."""
@@ -403,7 +408,8 @@ class AppConsumer:
             for start in range(0, len(self.base), STEP):
                 self.snapshots.append((dict(app.watch_table.data), dict(app.chart_table.data)))
                 for offset, event in enumerate(self.base[start : start + STEP], start=start):
-                    for topic, _, value in self._feed(Record(event.topic, event.subject.encode(), codec.encode(event), ()), offset, {}):
+                    genuine = Record(event.topic, event.subject.encode(), codec.encode(event), ())
+                    for topic, _, value in self._feed(genuine, home(genuine.key), offset, {}):
                         if topic == app.FACTS and len(AppConsumer.facts) < 500:
                             AppConsumer.facts.append(value)
                 app.stage_changed(self.assigned, {})
@@ -411,14 +417,16 @@ class AppConsumer:
     def strategy(self) -> st.SearchStrategy[RecordCase]:
         return record_case(self.name, self.watched, len(self.snapshots))
 
-    def _feed(self, rec: Record, offset: int, records: dict[tuple[str, int, int], Record]) -> list[tuple[str, bytes, bytes]]:
-        """The record at ``offset``, then what the app sends to its own topics because of it, in
-        turn; every record read is put in ``records``; returns everything the app sent."""
+    def _feed(
+        self, rec: Record, partition: int, offset: int, records: dict[tuple[str, int, int], Record]
+    ) -> list[tuple[str, bytes, bytes]]:
+        """The record at ``partition`` and ``offset``, then what the app sends to its own topics
+        because of it (on their keys' partitions), in turn; every record read is put in
+        ``records``; returns everything the app sent."""
         app, sent = self.app, []
-        queue = [(rec, offset)]
+        queue = [(rec, partition, offset)]
         while queue:
-            rec, offset = queue.pop(0)
-            partition = place(rec.key)
+            rec, partition, offset = queue.pop(0)
             records[rec.topic, partition, offset] = rec
             if rec.topic == app.FACTS:
                 outputs = app.chart_record(rec.topic, partition, offset, rec.key, rec.value)
@@ -429,7 +437,7 @@ class AppConsumer:
                 sent.append((topic, output.key, output.value))
                 if topic in (app.FACTS, app.PATTERN_ALERTS):
                     self.internal[topic] += 1
-                    queue.append((Record(topic, output.key, output.value, ()), 10**9 + self.internal[topic]))
+                    queue.append((Record(topic, output.key, output.value, ()), home(output.key), 10**9 + self.internal[topic]))
         return sent
 
     def run(self, case: RecordCase) -> tuple[list[str], tuple[str, str] | None]:
@@ -444,18 +452,19 @@ class AppConsumer:
         with _fresh_app(*self.snapshots[case.start]):
             try:
                 for position in range(max(len(window), WINDOW) + 1):
-                    arriving: list[tuple[int | None, Record]] = []
+                    arriving: list[tuple[int | None, Record, int]] = []
                     while pending and pending[0][1][0] <= position:
                         number, (_, rec) = pending.pop(0)
-                        arriving.append((number, rec))
+                        arriving.append((number, rec, place(rec.key)))
                     if position < len(window):
                         event = window[position]
-                        arriving.append((None, Record(event.topic, event.subject.encode(), codec.encode(event), ())))
-                    for number, rec in arriving:
+                        key = event.subject.encode()
+                        arriving.append((None, Record(event.topic, key, codec.encode(event), ()), home(key)))
+                    for number, rec, partition in arriving:
                         offset += 1
                         if number is not None:
-                            where[number] = (rec.topic, place(rec.key), offset)
-                        outputs += self._feed(rec, offset, records)
+                            where[number] = (rec.topic, partition, offset)
+                        outputs += self._feed(rec, partition, offset, records)
                 changelog = app.stage_changed(self.assigned, {})
             except Exception:
                 return statuses(case, set(), where), ("crash", f"{case.fuzzed!r}\n{traceback.format_exc(limit=-4)}")

@@ -223,9 +223,10 @@ _facts = msgspec.msgpack.Decoder(PatronBet | DealerRound)
 _encode = msgspec.msgpack.Encoder().encode
 
 
-def _alert_outputs(source: str, alerts: list[AlertRaised], watched: TableValue) -> list[Output]:
-    """The table's alerts, linked into its chain, as outputs."""
-    outputs, topic = [], source.rpartition(":")[0]
+def _alert_outputs(source: str, alerts: list[AlertRaised], watched: TableValue, topic: str) -> list[Output]:
+    """The table's alerts, linked into its chain, as outputs (of the input event ``source``, read
+    from ``topic``)."""
+    outputs = []
     for alert in alerts:
         linked = chained(alert, watched.chain, SIGNER)
         assert linked.data.chain is not None
@@ -258,7 +259,7 @@ def watch_record(name: str, partition: int, offset: int, timestamp: float, key: 
     topic = name.removeprefix(settings.topic_prefix)
     try:
         if topic in REFUSALS:
-            return _refused_device_message(raw or b"", f"{topic}:{offset}", REFUSALS[topic])
+            return _refused_device_message(raw or b"", topic, partition, offset)
         decoded = codec.decode(raw or b"")
         travels_on = topics.ALERTS if topic == PATTERN_ALERTS else topic  # the pattern alerts come back
         if decoded.topic != travels_on:  # it would be read as what it is not
@@ -266,6 +267,7 @@ def watch_record(name: str, partition: int, offset: int, timestamp: float, key: 
         table_key = decoded.subject.encode()
         if key != table_key:
             raise codec.InvalidEventError(_not_keyed_by(key, f"its table {decoded.subject!r}"))
+        _on_its_partition(table_key, partition)
         return _watched_event(decoded, table_key, name, partition, offset, timestamp)
     except Exception as error:
         if topic in REFUSALS:
@@ -282,11 +284,11 @@ def _watched_event(decoded: Event, key: bytes, name: str, partition: int, offset
         return watched.outbox.of(topic, offset)
     with _changing(_changed, key, watched):
         if isinstance(decoded, AlertRaised):  # a pattern alert, back to its table's chain
-            outputs = _alert_outputs(source, [decoded], watched)
+            outputs = _alert_outputs(source, [decoded], watched, topic)
         else:
             table_watch = TableWatch(watched.state)
             raised, facts = table_watch.feed(decoded)
-            outputs = _alert_outputs(source, [raise_alert(r.finding, r.context, r.time) for r in raised], watched)
+            outputs = _alert_outputs(source, [raise_alert(r.finding, r.context, r.time) for r in raised], watched, topic)
             outputs += [Output(source, "facts", fact.key.encode(), _encode(fact)) for fact in facts]
             metrics.ROUNDS_CHECKED.inc(table_watch.rounds_checked)
             metrics.table_event(decoded, watched.state)
@@ -304,6 +306,18 @@ def _not_keyed_by(key: bytes | None, owner: str) -> str:
     already applied)."""
     shown = "no key" if key is None else f"the key {key[:60]!r}{'...' if len(key) > 60 else ''}"
     return f"{shown}, not {owner}: a record is keyed by what it belongs to, and read on that key's partition"
+
+
+def _on_its_partition(key: bytes, partition: int) -> None:
+    """Refuses a record read on a partition other than its key's. A producer may name the
+    partition it writes to; a value counts its events' offsets on its key's partition, so an
+    offset of another would be taken for one of those, and could make the next events of its
+    table or chart look applied already, and pass unchecked."""
+    home = partition_for(key, settings.partitions)
+    if partition != home:
+        raise codec.InvalidEventError(
+            f"read on partition {partition}, not on {home}, its key's: a record is read on the partition its key goes to"
+        )
 
 
 def _dead_letter(name: str, partition: int | None, offset: int, key: bytes | None, payload: bytes, error: Exception) -> Output:
@@ -468,25 +482,26 @@ app.before_commit = _write_changed
 app.commit_timeout = float(os.environ.get("COMMIT_TIMEOUT_S", app.commit_timeout))
 
 
-def _refused_device_message(raw: bytes, source: str, service: str) -> list[Output]:
-    """A dead letter of ``service`` (from its own topic) of a device message with a bad
-    signature: an alert for the table it names."""
+def _refused_device_message(raw: bytes, topic: str, partition: int, offset: int) -> list[Output]:
+    """A dead letter (from ``topic``, a service's own) of a device message with a bad signature:
+    an alert for the table it names. Its key is whatever the message came with, so letters of one
+    table come on any partition: the table's value counts their offsets per partition."""
     try:
         letter = deadletter.decode(raw)
     except msgspec.DecodeError:
         return []  # not ours to judge: a dead letter is already where bad input ends
-    found = signature_finding(letter, service)
+    found = signature_finding(letter, REFUSALS[topic])
     if found is None:
         return []
     key = found.context.table_id.encode()
     watched = _watch_of(key, found.context.table_id)
-    topic, _, offset = source.rpartition(":")
-    if watched.outbox.seen(topic, int(offset)):
-        return watched.outbox.of(topic, int(offset))
+    counted = f"{topic}/{partition}"
+    if watched.outbox.seen(counted, offset):
+        return watched.outbox.of(counted, offset)
     with _changing(_changed, key, watched):
-        outputs = _alert_outputs(source, [raise_alert(found.finding, found.context, found.time)], watched)
-        outputs = [_fitting(output, topic, None, int(offset)) for output in outputs]
-        watched.outbox.record(topic, int(offset), outputs)
+        outputs = _alert_outputs(f"{counted}:{offset}", [raise_alert(found.finding, found.context, found.time)], watched, topic)
+        outputs = [_fitting(output, topic, partition, offset) for output in outputs]
+        watched.outbox.record(counted, offset, outputs)
     return outputs
 
 
@@ -544,6 +559,7 @@ def chart_record(name: str, partition: int, offset: int, key: bytes | None, raw:
         fact_key = fact.key.encode()
         if key != fact_key:
             raise codec.InvalidEventError(_not_keyed_by(key, f"its patron or dealer {fact.key!r}"))
+        _on_its_partition(fact_key, partition)
         charted = _chart_of(fact_key)
         if charted.outbox.seen("facts", offset):
             return charted.outbox.of("facts", offset)

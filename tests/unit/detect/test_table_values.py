@@ -50,6 +50,11 @@ def name(app: Any, topic: str) -> str:
     return str(app.settings.topic(topic))
 
 
+def home(app: Any, key: bytes) -> int:
+    """The partition a record keyed ``key`` is on."""
+    return partition_for(key, app.settings.partitions)
+
+
 def assigned(app: Any) -> set[TP]:
     return {TP(name(app, t), p) for t in (topics.SHOE, topics.TABLE, topics.SETTLEMENT, app.FACTS) for p in range(app.settings.partitions)}
 
@@ -61,12 +66,13 @@ def feed(app: Any, events: list[m.Event], offsets: Counter[str]) -> dict[tuple[s
     for event in events:
         offset = offsets[event.topic]
         offsets[event.topic] += 1
-        outputs = app.watch_record(name(app, event.topic), 0, offset, 0.0, event.subject.encode(), codec.encode(event))
+        key = event.subject.encode()
+        outputs = app.watch_record(name(app, event.topic), home(app, key), offset, 0.0, key, codec.encode(event))
         made[(event.topic, offset)] = outputs
         for fact in (o for o in outputs if o.topic == "facts"):
             at = offsets["facts"]
             offsets["facts"] += 1
-            made[("facts", at)] = app.chart_record(name(app, app.FACTS), 0, at, fact.key, fact.value)
+            made[("facts", at)] = app.chart_record(name(app, app.FACTS), home(app, fact.key), at, fact.key, fact.value)
     return made
 
 
@@ -144,7 +150,7 @@ def test_an_event_delivered_again_after_the_commit_publishes_the_same_outputs(ap
     uncommitted = [(t, offset) for t in committed for offset in range(committed[t], offsets[t])]
     for event_topic, offset in uncommitted:
         event = [e for e in floor if e.topic == event_topic][offset]
-        again = app.watch_record(name(app, event_topic), 0, offset, 0.0, event.subject.encode(), codec.encode(event))
+        again = app.watch_record(name(app, event_topic), home(app, table_id.encode()), offset, 0.0, table_id.encode(), codec.encode(event))
         assert again == made[(event_topic, offset)]
     assert sum(len(made[at]) for at in uncommitted) >= 5  # they had outputs to publish again
 
@@ -191,7 +197,8 @@ def test_a_dead_letter_for_an_output_too_large_is_published_again_with_its_event
     assert letters and all(o.topic == app.DEADLETTER_TOPIC and o.source == f"{at[0]}:{at[1]}" for at, outputs in letters for o in outputs)
     (event_topic, offset), outputs = letters[-1]
     event = [e for e in floor if e.topic == event_topic][offset]
-    assert app.watch_record(name(app, event_topic), 0, offset, 0.0, event.subject.encode(), codec.encode(event)) == outputs
+    key = event.subject.encode()
+    assert app.watch_record(name(app, event_topic), home(app, key), offset, 0.0, key, codec.encode(event)) == outputs
 
 
 def test_a_charts_dead_letter_for_an_output_too_large_is_published_again_with_its_fact(
@@ -203,13 +210,13 @@ def test_a_charts_dead_letter_for_an_output_too_large_is_published_again_with_it
     while not outputs and offset < 500:  # a patron who wins every bet: the chart signals
         offset += 1
         fact = app._encode(app.PatronBet("P1", table, f"R{offset}", f"B{offset}", True, 500, at))
-        outputs = app.chart_record(name(app, app.FACTS), 0, offset, b"patron:P1", fact)
+        outputs = app.chart_record(name(app, app.FACTS), home(app, b"patron:P1"), offset, b"patron:P1", fact)
     (letter,) = outputs
     assert letter.topic == app.DEADLETTER_TOPIC and letter.source == f"facts:{offset}"
     assert b"over the broker's maximum record" in letter.value
     app.stage_changed(assigned(app), {TP(name(app, app.FACTS), p): offset for p in range(app.settings.partitions)})
     assert not app._changed_charts  # the next delivery reads the chart back from its stored value
-    assert app.chart_record(name(app, app.FACTS), 0, offset, b"patron:P1", fact) == outputs
+    assert app.chart_record(name(app, app.FACTS), home(app, b"patron:P1"), offset, b"patron:P1", fact) == outputs
 
 
 def test_each_topic_is_cut_at_its_own_committed_offset_and_a_refusals_outputs_stay(app: Any) -> None:
@@ -231,16 +238,59 @@ def test_each_topic_is_cut_at_its_own_committed_offset_and_a_refusals_outputs_st
 
 def test_a_record_not_keyed_by_what_it_belongs_to_is_a_dead_letter_and_changes_nothing(app: Any, floor: list[m.Event]) -> None:
     opened = next(e for e in floor if isinstance(e, m.RoundOpened))
-    for key in (b"T999", None, opened.subject.encode() + b" "):
-        (letter,) = app.watch_record(name(app, opened.topic), 0, 3, 0.0, key, codec.encode(opened))
+    table_key = opened.subject.encode()
+    for key in (b"T999", None, table_key + b" "):
+        (letter,) = app.watch_record(name(app, opened.topic), home(app, table_key), 3, 0.0, key, codec.encode(opened))
         assert letter.topic == app.DEADLETTER_TOPIC and b"a record is keyed by what it belongs to" in letter.value
         assert not app._changed and not app.watch_table.data
-    assert not app.watch_record(name(app, opened.topic), 0, 3, 0.0, opened.subject.encode(), codec.encode(opened))
-    assert opened.subject.encode() in app._changed  # rightly keyed, the same record is applied
+    assert not app.watch_record(name(app, opened.topic), home(app, table_key), 3, 0.0, table_key, codec.encode(opened))
+    assert table_key in app._changed  # rightly keyed, the same record is applied
     fact = app._encode(app.PatronBet("P1", opened.subject, "R1", "B1", True, 500, opened.time))
-    (letter,) = app.chart_record(name(app, app.FACTS), 0, 8, b"patron:P2", fact)
+    (letter,) = app.chart_record(name(app, app.FACTS), home(app, b"patron:P1"), 8, b"patron:P2", fact)
     assert letter.topic == app.DEADLETTER_TOPIC and b"its patron or dealer" in letter.value and not app._changed_charts
-    assert not app.chart_record(name(app, app.FACTS), 0, 8, b"patron:P1", fact) and b"patron:P1" in app._changed_charts
+    assert (
+        not app.chart_record(name(app, app.FACTS), home(app, b"patron:P1"), 8, b"patron:P1", fact) and b"patron:P1" in app._changed_charts
+    )
+
+
+def test_a_record_read_off_its_keys_partition_is_a_dead_letter_and_leaves_its_tables_offsets_alone(app: Any, floor: list[m.Event]) -> None:
+    opened = next(e for e in floor if isinstance(e, m.RoundOpened))
+    key = opened.subject.encode()
+    elsewhere = (home(app, key) + 1) % app.settings.partitions
+    # Written far ahead on another partition, it would make the table's next events look applied.
+    (letter,) = app.watch_record(name(app, opened.topic), elsewhere, 10**6, 0.0, key, codec.encode(opened))
+    assert letter.topic == app.DEADLETTER_TOPIC
+    assert f"read on partition {elsewhere}, not on {home(app, key)}, its key's".encode() in letter.value
+    assert not app._changed and not app.watch_table.data
+    assert not app.watch_record(name(app, opened.topic), home(app, key), 3, 0.0, key, codec.encode(opened))
+    assert app._changed[key].outbox.applied == {opened.topic: 3}
+    fact = app._encode(app.PatronBet("P1", opened.subject, "R1", "B1", True, 500, opened.time))
+    off = (home(app, b"patron:P1") + 1) % app.settings.partitions
+    (letter,) = app.chart_record(name(app, app.FACTS), off, 10**6, b"patron:P1", fact)
+    assert letter.topic == app.DEADLETTER_TOPIC and b"its key's" in letter.value and not app._changed_charts
+
+
+def test_refused_device_messages_of_a_table_on_two_partitions_each_raise_their_alert(app: Any) -> None:
+    from surveil.events import deadletter
+
+    refusal, service = next((topic, service) for topic, service in app.REFUSALS.items() if service == "shoe-reader")
+    letter = deadletter.encode(
+        deadletter.dead_letter(
+            service,
+            b"{}",
+            "no signature: every message of shoe/T07 must be signed",
+            origin="tcp://10.0.0.9:4000",
+            key="T07",
+            kind=deadletter.SIGNATURE,
+        )
+    )
+    # A letter's key is whatever its message came with: letters of one table come on any partition,
+    # and an offset on one says nothing of another's.
+    first = app.watch_record(name(app, refusal), 4, 900, 0.0, b"anything", letter)
+    second = app.watch_record(name(app, refusal), 1, 7, 0.0, b"T07", letter)
+    assert [o.topic for o in first] == [o.topic for o in second] == [topics.ALERTS]
+    assert app.watch_record(name(app, refusal), 1, 7, 0.0, b"T07", letter) == second  # delivered again: the same alert
+    assert app._changed[b"T07"].count == 2
 
 
 def test_faust_flushes_every_output_before_a_commit_and_the_next_staging_sees_its_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
