@@ -58,9 +58,9 @@ def worker(topic: str, group: str, gather_ms: int) -> None:
     source = app.topic(topic, key_type=bytes, value_type=bytes)
 
     @app.agent(source)  # type: ignore[misc]
-    async def nothing(stream: Any) -> Any:
+    async def nothing(stream: Any) -> None:
         async for _ in stream.events():
-            yield None
+            pass
 
     if gather_ms:  # the fetch waits at the broker up to gather_ms for more (faust: no minimum)
         from faust.transport.drivers import aiokafka as driver

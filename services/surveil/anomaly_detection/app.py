@@ -39,7 +39,7 @@ import os
 import tempfile
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterator, Mapping, Set
+from collections.abc import Iterator, Mapping, Set
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Any
@@ -243,12 +243,14 @@ async def _publish(outputs: list[Output]) -> None:
         await TOPICS[output.topic].send(key=output.key, value=output.value, headers=list(HEADERS[output.topic]))
 
 
+# The agents yield nothing: faust answers a record whose headers name a reply topic with what its
+# agent yields for it, so any producer of an input topic could make the worker write to a topic of
+# its choosing (or stop the agent, with a reply topic that is not UTF-8).
 @app.agent(streams)
-async def watch(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
+async def watch(stream: faust.StreamT[Any]) -> None:
     async for event in stream.events():
         message = event.message
         await _publish(watch_record(message.topic, message.partition, message.offset, message.timestamp, event.key, event.value))
-        yield None
 
 
 def watch_record(name: str, partition: int, offset: int, timestamp: float, key: bytes | None, raw: bytes | None) -> list[Output]:
@@ -541,11 +543,10 @@ def _head_of(key: bytes) -> tuple[int, str]:
 
 
 @app.agent(facts_topic)
-async def chart(stream: faust.StreamT[Any]) -> AsyncIterator[None]:
+async def chart(stream: faust.StreamT[Any]) -> None:
     async for event in stream.events():
         message = event.message
         await _publish(chart_record(message.topic, message.partition, message.offset, event.key, event.value))
-        yield None
 
 
 def chart_record(name: str, partition: int, offset: int, key: bytes | None, raw: bytes | None) -> list[Output]:

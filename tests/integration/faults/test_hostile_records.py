@@ -178,3 +178,26 @@ def test_random_hostile_records_into_the_running_services_are_each_dead_lettered
     seeds.announce(pytestconfig, "live fuzzing", "FUZZ_SEED", seed)
     verdict = live_fuzzing.fuzz_live(deployment, LIVE_RECORDS, seed)
     assert verdict.records == LIVE_RECORDS and verdict.letters >= LIVE_RECORDS * 0.7
+
+
+def test_faust_request_reply_headers_on_the_detectors_topics_make_them_send_nothing(deployment: Deployment) -> None:
+    """faust answers a record whose headers name a reply topic, with what its agent yields for it:
+    a producer of the shoe topic could make the detectors write to any topic they may write to
+    (the alerts'), or stop their agent with a reply topic that is not UTF-8. Their agents yield
+    nothing, so no header is read as a request."""
+    deployment.start("anomaly-detection")
+    requests = [
+        [("Faust-Ag-ReplyTo", deployment.topic(topics.ALERTS).encode()), ("Faust-Ag-CorrelationId", b"c1")],
+        [("Faust-Ag-ReplyTo", b"\xff\xfe")],
+    ]
+    for headers in requests:
+        send(deployment, topics.SHOE, b"T01", b"not an event", headers)
+    spoofed = deadletter.dead_letter("table-controller", b"x", "spoofed", origin="o", topic="t", offset=7, key="T02", kind="signature")
+    send(deployment, topics.deadletter_topic("table-controller"), b"T02", deadletter.encode(spoofed), [])  # after them: still an alert
+    letters = wait_for_letters(deployment, "anomaly-detection", len(requests))
+    assert [x.topic for x in letters] == [deployment.topic(topics.SHOE)] * len(requests)
+    values = deployment.read_values(topics.ALERTS, 1, timeout=60)
+    assert [(a.data.rule, a.subject) for a in map(codec.decode, values) if isinstance(a, m.AlertRaised)] == [("DEVICE_SIGNATURE", "T02")]
+    deployment.wait_until_consumed("anomaly-detection", timeout_s=60)
+    assert deployment.alive("anomaly-detection"), deployment.log_tail("anomaly-detection", 60)
+    assert "Crashed reason" not in deployment.log_tail("anomaly-detection", 400)  # faust's line for a crashed agent
