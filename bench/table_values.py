@@ -37,6 +37,7 @@ from procstat import load_average
 from replay import lines_of, make_log
 from surveil.events import codec, topics
 from surveil.runtime.config import Settings
+from surveil.runtime.kafka import partition_for
 
 os.environ.setdefault("ALERT_SIGNING_KEY", "")  # alerts unsigned: the bytes differ by a signature's
 TABLE_STREAMS = (topics.SHOE, topics.TABLE, topics.SETTLEMENT)
@@ -78,10 +79,15 @@ def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) 
             if committed_offsets:
                 committed = {TP(app.settings.topic(t), p): offsets[t] for t in (*TABLE_STREAMS, "facts") for p in partitions}
             next_commit = at + commit_seconds
-        outputs = app.watch_record(app.settings.topic(event.topic), 0, offsets[event.topic], 0.0, event.subject.encode(), line)
+        key = event.subject.encode()  # on its key's partition, as a producer puts it (the worker refuses it elsewhere)
+        outputs = app.watch_record(
+            app.settings.topic(event.topic), partition_for(key, app.settings.partitions), offsets[event.topic], 0.0, key, line
+        )
         offsets[event.topic] += 1
         for fact in (o for o in outputs if o.topic == "facts"):
-            app.chart_record(app.settings.topic(app.FACTS), 0, offsets["facts"], fact.key, fact.value)
+            app.chart_record(
+                app.settings.topic(app.FACTS), partition_for(fact.key, app.settings.partitions), offsets["facts"], fact.key, fact.value
+            )
             offsets["facts"] += 1
     played_s = codec.decode(lines[-1]).time.timestamp() - started_at
     commits = [commit for window in by_window.values() for commit in window]

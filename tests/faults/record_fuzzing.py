@@ -269,8 +269,12 @@ def home(key: bytes) -> int:
 
 
 def place(key: bytes | None) -> int:
-    """The partition a record is on: any one, for a hostile producer (murmur2, the partitioner of
-    the keyed topics, takes seconds over a key of a megabyte in Python)."""
+    """The partition a hostile record is on: its key's, as a producer puts it, so that a hostile
+    value rightly keyed reaches the rules; over a KiB of key, any one (murmur2, the partitioner
+    of the keyed topics, takes seconds over a key of a megabyte in Python), which the detectors
+    refuse unless it happens to be the key's."""
+    if key is not None and len(key) <= 1024:
+        return home(key)
     return zlib.crc32(key or b"") % PARTITIONS
 
 

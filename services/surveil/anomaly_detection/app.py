@@ -79,15 +79,16 @@ CHECKPOINT_SECONDS = float(os.environ.get("ALERT_CHECKPOINT_SECONDS", "60"))
 class Output(msgspec.Struct, array_like=True):
     """Something an input event produced: where it went, and the bytes."""
 
-    source: str  # "topic:offset" of the input event
+    source: str  # "topic:offset" of the input event ("topic/partition:offset" for a refused device message)
     topic: str
     key: bytes
     value: bytes
 
 
 class Outbox(msgspec.Struct):
-    """Offsets applied per input topic and the outputs of the events a restart may deliver again:
-    what makes a redelivered event harmless."""
+    """Offsets applied per input topic (per topic and partition, "topic/partition", for refused
+    device messages) and the outputs of the events a restart may deliver again: what makes a
+    redelivered event harmless."""
 
     applied: dict[str, int] = {}
     outputs: list[Output] = []
