@@ -268,9 +268,7 @@ def watch_record(name: str, partition: int, offset: int, timestamp: float, key: 
         if decoded.topic != travels_on:  # it would be read as what it is not
             raise codec.InvalidEventError(f"a {decoded.event_type} event travels on {decoded.topic}, not on {topic}")
         table_key = decoded.subject.encode()
-        if key != table_key:
-            raise codec.InvalidEventError(_not_keyed_by(key, f"its table {decoded.subject!r}"))
-        _on_its_partition(table_key, partition)
+        _check_owned(key, partition, table_key, f"its table {decoded.subject!r}")
         return _watched_event(decoded, table_key, name, partition, offset, timestamp)
     except Exception as error:
         if topic in REFUSALS:
@@ -303,20 +301,16 @@ def _watched_event(decoded: Event, key: bytes, name: str, partition: int, offset
     return outputs
 
 
-def _not_keyed_by(key: bytes | None, owner: str) -> str:
-    """Why a record not keyed by what it belongs to is refused: it is on another key's partition,
-    where its offset would be taken for one of its owner's (and its owner's later events for ones
-    already applied)."""
-    shown = "no key" if key is None else f"the key {key[:60]!r}{'...' if len(key) > 60 else ''}"
-    return f"{shown}, not {owner}: a record is keyed by what it belongs to, and read on that key's partition"
-
-
-def _on_its_partition(key: bytes, partition: int) -> None:
-    """Refuses a record read on a partition other than its key's. A producer may name the
-    partition it writes to; a value counts its events' offsets on its key's partition, so an
-    offset of another would be taken for one of those, and could make the next events of its
-    table or chart look applied already, and pass unchecked."""
-    home = partition_for(key, settings.partitions)
+def _check_owned(key: bytes | None, partition: int, owner_key: bytes, owner: str) -> None:
+    """Refuses a record not keyed by what it belongs to (``owner_key``), or read on a partition
+    other than that key's (a producer may name the partition it writes to). A table's or chart's
+    value counts its events' offsets on its key's partition: an offset of another would be taken
+    for one of those, and could make its owner's next events look applied already, and pass
+    unchecked."""
+    if key != owner_key:
+        shown = "no key" if key is None else f"the key {key[:60]!r}{'...' if len(key) > 60 else ''}"
+        raise codec.InvalidEventError(f"{shown}, not {owner}: a record is keyed by what it belongs to, and read on that key's partition")
+    home = partition_for(owner_key, settings.partitions)
     if partition != home:
         raise codec.InvalidEventError(
             f"read on partition {partition}, not on {home}, its key's: a record is read on the partition its key goes to"
@@ -559,9 +553,7 @@ def chart_record(name: str, partition: int, offset: int, key: bytes | None, raw:
         return [_dead_letter(name, partition, offset, key, raw or b"", codec.InvalidEventError(f"not a pattern fact: {error}"))]
     try:
         fact_key = fact.key.encode()
-        if key != fact_key:
-            raise codec.InvalidEventError(_not_keyed_by(key, f"its patron or dealer {fact.key!r}"))
-        _on_its_partition(fact_key, partition)
+        _check_owned(key, partition, fact_key, f"its patron or dealer {fact.key!r}")
         charted = _chart_of(fact_key)
         if charted.outbox.seen("facts", offset):
             return charted.outbox.of("facts", offset)
