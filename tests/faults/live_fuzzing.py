@@ -27,7 +27,7 @@ from kafka import KafkaProducer
 
 from faults.fuzzing import FloorKeys, material
 from integration.deployment import Deployment
-from surveil.anomaly_detection.app import FACTS, PATTERN_ALERTS
+from surveil.anomaly_detection.app import FACTS, UNCHAINED_ALERTS
 from surveil.events import deadletter, topics
 from surveil.events.signing import DeviceKeys
 from surveil.events.topics import ALL_TOPICS
@@ -42,7 +42,7 @@ READERS = {
     topics.TABLE: ("settlement", "anomaly-detection"),
     topics.SETTLEMENT: ("anomaly-detection",),
     FACTS: ("anomaly-detection",),
-    PATTERN_ALERTS: ("anomaly-detection",),
+    UNCHAINED_ALERTS: ("anomaly-detection",),
     # The detectors read the verifiers' dead letters for spoofed devices, and pass over what they cannot read.
     topics.deadletter_topic("table-controller"): (),
 }
@@ -186,7 +186,7 @@ def own_deployment(bootstrap: str, redis_url: str, logs: Path) -> Iterator[Deplo
     finally:
         deployment.stop_all()
         access.close()
-        delete_topics(bootstrap, [*names, *(f"{tag}.{name}" for name in (FACTS, PATTERN_ALERTS))])
+        delete_topics(bootstrap, [*names, *(f"{tag}.{name}" for name in (FACTS, UNCHAINED_ALERTS))])
         client = redis.Redis.from_url(redis_url)
         doomed = list(client.scan_iter(match=f"{tag}:*", count=1000))
         for i in range(0, len(doomed), 500):

@@ -118,7 +118,7 @@ def internal_values(topic: str) -> st.SearchStrategy[bytes]:
     from surveil.anomaly_detection import app
 
     tables = st.sampled_from(material().ids["table_id"])
-    if topic == app.PATTERN_ALERTS:
+    if topic == app.UNCHAINED_ALERTS:
         data = st.builds(
             m.AlertRaisedData,
             table_id=tables,
@@ -402,7 +402,7 @@ class AppConsumer:
         from surveil.anomaly_detection import app
 
         self.app = app
-        self.watched = (topics.SHOE, topics.TABLE, topics.SETTLEMENT, app.PATTERN_ALERTS, *app.REFUSALS, app.FACTS)
+        self.watched = (topics.SHOE, topics.TABLE, topics.SETTLEMENT, app.UNCHAINED_ALERTS, *app.REFUSALS, app.FACTS)
         self.base = _BASES[self.name] = [e for e in material().recorded if e.topic in self.watched[:3]]
         # The app's own topics are read after what made their records: offsets of their own.
         self.internal: Counter[str] = Counter()
@@ -439,7 +439,7 @@ class AppConsumer:
             for output in outputs:
                 topic = app.FACTS if output.topic == "facts" else output.topic
                 sent.append((topic, output.key, output.value))
-                if topic in (app.FACTS, app.PATTERN_ALERTS):
+                if topic in (app.FACTS, app.UNCHAINED_ALERTS):
                     self.internal[topic] += 1
                     queue.append((Record(topic, output.key, output.value, ()), home(output.key), 10**9 + self.internal[topic]))
         return sent

@@ -7,7 +7,10 @@
   patron or dealer, to an internal topic;
 - ``chart`` consumes those facts, keeps each patron's and dealer's CUSUM chart in the
   ``pattern-charts`` table, and sends its alerts back to the table's ``watch`` (an internal
-  topic keyed by table), which links every alert of the table into one hash chain.
+  topic keyed by table), which links every alert of the table into one hash chain;
+- a device message refused for its signature comes on the dead-letter topic of the service that
+  refused it, on any partition: its alert goes back to the table's ``watch`` the same way, to be
+  chained by the worker that holds the table.
 
 Both agents run exactly the code the offline replay runs, so live and offline alerts agree.
 
@@ -79,16 +82,15 @@ CHECKPOINT_SECONDS = float(os.environ.get("ALERT_CHECKPOINT_SECONDS", "60"))
 class Output(msgspec.Struct, array_like=True):
     """Something an input event produced: where it went, and the bytes."""
 
-    source: str  # "topic:offset" of the input event ("topic/partition:offset" for a refused device message)
+    source: str  # "topic:offset" of the input event
     topic: str
     key: bytes
     value: bytes
 
 
 class Outbox(msgspec.Struct):
-    """Offsets applied per input topic (per topic and partition, "topic/partition", for refused
-    device messages) and the outputs of the events a restart may deliver again: what makes a
-    redelivered event harmless."""
+    """Offsets applied per input topic and the outputs of the events a restart may deliver again:
+    what makes a redelivered event harmless."""
 
     applied: dict[str, int] = {}
     outputs: list[Output] = []
@@ -182,18 +184,19 @@ DEADLETTER_TOPIC = topics.deadletter_topic(SERVICE)
 deadletters_topic = app.topic(settings.topic(DEADLETTER_TOPIC), key_type=bytes, value_type=bytes)
 FACTS = f"{SERVICE}-facts"
 facts_topic = app.topic(settings.topic(FACTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True)
-# Pattern alerts go back to their table's watch, which chains every alert of the table in order.
-PATTERN_ALERTS = f"{SERVICE}-pattern-alerts"
-pattern_alerts_topic = app.topic(
-    settings.topic(PATTERN_ALERTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True
+# Alerts raised away from their table's watch (the charts', the refused device messages') go back
+# to it, on the table's partition: the worker that holds the table chains every alert of it in order.
+UNCHAINED_ALERTS = f"{SERVICE}-unchained-alerts"
+unchained_alerts_topic = app.topic(
+    settings.topic(UNCHAINED_ALERTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True
 )
 # The dead letters of the services that check device signatures too, each service's own topic: a
 # device message refused for its signature is an alert for its table.
 REFUSALS = {topics.deadletter_topic(service): service for service in ARTICLES}
-WATCHED = (topics.SHOE, topics.TABLE, topics.SETTLEMENT, PATTERN_ALERTS, *REFUSALS)
+WATCHED = (topics.SHOE, topics.TABLE, topics.SETTLEMENT, UNCHAINED_ALERTS, *REFUSALS)
 streams = app.topic(*(settings.topic(name) for name in WATCHED), key_type=bytes, value_type=bytes)
-TOPICS = {topics.ALERTS: alerts_topic, DEADLETTER_TOPIC: deadletters_topic, "facts": facts_topic, PATTERN_ALERTS: pattern_alerts_topic}
-# What each record's value is (events/topics.py): the pattern alerts are events, the facts and the
+TOPICS = {topics.ALERTS: alerts_topic, DEADLETTER_TOPIC: deadletters_topic, "facts": facts_topic, UNCHAINED_ALERTS: unchained_alerts_topic}
+# What each record's value is (events/topics.py): the unchained alerts are events, the facts and the
 # tables' values this service's own MessagePack. Each send gets a list of its own (faust may add
 # to the one it is given).
 MSGPACK_HEADERS = ((topics.CONTENT_TYPE, topics.MSGPACK),)
@@ -201,7 +204,7 @@ HEADERS = {
     topics.ALERTS: tuple(topics.headers(topics.ALERTS)),
     DEADLETTER_TOPIC: tuple(topics.headers(DEADLETTER_TOPIC)),
     "facts": MSGPACK_HEADERS,
-    PATTERN_ALERTS: tuple(topics.headers(topics.ALERTS)),
+    UNCHAINED_ALERTS: tuple(topics.headers(topics.ALERTS)),
 }
 
 watch_table = app.Table("table-watch", default=None, key_type=bytes, value_type=bytes, partitions=settings.partitions)
@@ -264,7 +267,7 @@ def watch_record(name: str, partition: int, offset: int, timestamp: float, key: 
         if topic in REFUSALS:
             return _refused_device_message(raw or b"", topic, partition, offset)
         decoded = codec.decode(raw or b"")
-        travels_on = topics.ALERTS if topic == PATTERN_ALERTS else topic  # the pattern alerts come back
+        travels_on = topics.ALERTS if topic == UNCHAINED_ALERTS else topic  # the unchained alerts come back
         if decoded.topic != travels_on:  # it would be read as what it is not
             raise codec.InvalidEventError(f"a {decoded.event_type} event travels on {decoded.topic}, not on {topic}")
         table_key = decoded.subject.encode()
@@ -284,8 +287,8 @@ def _watched_event(decoded: Event, key: bytes, name: str, partition: int, offset
     if watched.outbox.seen(topic, offset):
         return watched.outbox.of(topic, offset)
     with _changing(_changed, key, watched):
-        if isinstance(decoded, AlertRaised):  # a pattern alert, back to its table's chain
-            outputs = _alert_outputs(source, [decoded], watched, topic)
+        if isinstance(decoded, AlertRaised):  # back to its table's chain, once however often it comes
+            outputs = [] if TableWatch(watched.state).seen_before(decoded.id) else _alert_outputs(source, [decoded], watched, topic)
         else:
             table_watch = TableWatch(watched.state)
             raised, facts = table_watch.feed(decoded)
@@ -362,7 +365,7 @@ _TABLE_STREAMS = {settings.topic(name): name for name in (topics.SHOE, topics.TA
 # charts' by patron or dealer; ``watch_record`` and ``chart_record`` refuse a record keyed
 # otherwise), by name, and as their outputs name them. A device's refused message is not among
 # them: its letter is keyed by the table it claims, cut to a length, or by any bytes it came with.
-_CO_PARTITIONED = {**_TABLE_STREAMS, settings.topic(PATTERN_ALERTS): PATTERN_ALERTS, settings.topic(FACTS): "facts"}
+CO_PARTITIONED = {**_TABLE_STREAMS, settings.topic(UNCHAINED_ALERTS): UNCHAINED_ALERTS, settings.topic(FACTS): "facts"}
 
 
 def _unapplied_offsets(assigned: Set[TP]) -> dict[TP, int]:
@@ -443,7 +446,7 @@ def stage_changed(assigned: Set[TP], committed: Mapping[TP, int | None]) -> list
     facts = {tp.partition for tp in assigned if tp.topic == facts_topic.get_topic_name()}
     done: dict[int, dict[str, int]] = {}  # per partition, the committed offset of each topic keyed as its tables are
     for tp, offset in committed.items():
-        topic = _CO_PARTITIONED.get(tp.topic)
+        topic = CO_PARTITIONED.get(tp.topic)
         if topic is not None and offset is not None:
             done.setdefault(tp.partition, {})[topic] = offset
     changelog: list[tuple[str, int, bytes, bytes]] = []
@@ -481,8 +484,10 @@ app.commit_timeout = float(os.environ.get("COMMIT_TIMEOUT_S", app.commit_timeout
 
 def _refused_device_message(raw: bytes, topic: str, partition: int, offset: int) -> list[Output]:
     """A dead letter (from ``topic``, a service's own) of a device message with a bad signature:
-    an alert for the table it names. Its key is whatever the message came with, so letters of one
-    table come on any partition: the table's value counts their offsets per partition."""
+    an alert for the table it names, sent unchained to that table's partition. The letter's key is
+    whatever the message came with, so it comes on any partition, held by any worker: only the
+    table's own may chain its alert. Delivered again, it makes the same alert (the same id), which
+    the table's watch chains once."""
     try:
         letter = deadletter.decode(raw)
     except msgspec.DecodeError:
@@ -490,16 +495,8 @@ def _refused_device_message(raw: bytes, topic: str, partition: int, offset: int)
     found = signature_finding(letter, REFUSALS[topic])
     if found is None:
         return []
-    key = found.context.table_id.encode()
-    watched = _watch_of(key, found.context.table_id)
-    counted = f"{topic}/{partition}"
-    if watched.outbox.seen(counted, offset):
-        return watched.outbox.of(counted, offset)
-    with _changing(_changed, key, watched):
-        outputs = _alert_outputs(f"{counted}:{offset}", [raise_alert(found.finding, found.context, found.time)], watched, topic)
-        outputs = [_fitting(output, topic, partition, offset) for output in outputs]
-        watched.outbox.record(counted, offset, outputs)
-    return outputs
+    alert = raise_alert(found.finding, found.context, found.time)
+    return [_fitting(Output(f"{topic}:{offset}", UNCHAINED_ALERTS, alert.subject.encode(), codec.encode(alert)), topic, partition, offset)]
 
 
 @app.timer(interval=CHECKPOINT_SECONDS)  # type: ignore[untyped-decorator]  # faust is untyped
@@ -562,7 +559,7 @@ def chart_record(name: str, partition: int, offset: int, key: bytes | None, raw:
             outputs = []
             if found:
                 alert = raise_alert(found.finding, found.context, found.time)
-                outputs.append(Output(f"facts:{offset}", PATTERN_ALERTS, alert.subject.encode(), codec.encode(alert)))
+                outputs.append(Output(f"facts:{offset}", UNCHAINED_ALERTS, alert.subject.encode(), codec.encode(alert)))
             outputs = [_fitting(output, name, partition, offset) for output in outputs]
             charted.outbox.record("facts", offset, outputs)
     except Exception as error:

@@ -5,19 +5,28 @@ from __future__ import annotations
 import sys
 
 from ..runtime import logs, metrics
-from ..runtime.topic_admin import create_topics
+from ..runtime.topic_admin import create_topics, partition_counts
 
 
 def main() -> None:
-    from .app import FACTS, PATTERN_ALERTS, SIGNER, app, settings
+    from .app import CO_PARTITIONED, FACTS, SIGNER, UNCHAINED_ALERTS, app, settings
 
     logs.configure(settings.service, settings.log_level)
     if SIGNER is None:  # an unsigned alert proves nothing: docs/security.md, "Alert proof"
         raise SystemExit("refusing to start without the detectors' alert-signing key: ALERT_SIGNING_KEY (surveil keys alert-signing)")
+    # A record is read on its key's partition among PARTITIONS, or refused: with another count on
+    # the broker, every event would be a dead letter (checked first: the internal topics are made
+    # with PARTITIONS).
+    counts = partition_counts(settings.kafka_bootstrap, CO_PARTITIONED)
+    if wrong := {name: count for name, count in counts.items() if count != settings.partitions}:
+        found = ", ".join(f"{name} has {count}" for name, count in sorted(wrong.items()))
+        raise SystemExit(
+            f"refusing to start: PARTITIONS is {settings.partitions}, but {found}: a table's events are on the partition its id hashes to"
+        )
     # The internal topics exist before the worker subscribes: one that faust creates on its first
     # send joins the subscription only at the next metadata refresh, five minutes on, and the
     # rebalance that this causes left the worker's streams stalled for good.
-    create_topics(settings.kafka_bootstrap, [settings.topic(name) for name in (FACTS, PATTERN_ALERTS)], settings.partitions)
+    create_topics(settings.kafka_bootstrap, [settings.topic(name) for name in (FACTS, UNCHAINED_ALERTS)], settings.partitions)
     metrics.serve(settings.metrics_port)
     # --quiet: no banner on stdout; the logs say what it would (JSON, runtime/logs.py).
     sys.argv = [sys.argv[0], "--quiet", "worker", "--loglevel", settings.log_level.lower(), "--without-web"]

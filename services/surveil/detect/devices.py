@@ -28,6 +28,8 @@ def signature_finding(letter: DeadLetter, service: str) -> Raised | None:
         f"A message claiming to come from table {letter.key}'s {device} was refused: {letter.reason}.",
         {"service": service, "origin": letter.origin, "reason": letter.reason, "message": payload},
     )
-    where = letter.offset if letter.offset is not None else letter.time.isoformat()
+    # Where the message was refused, which tells two refusals apart (their alerts' ids): its topic's
+    # partition and offset, or, for a device's connection, the time.
+    where = f"{letter.partition}:{letter.offset}" if letter.offset is not None else letter.time.isoformat()
     context = Context(letter.key, f"device:{service}:{letter.origin}:{where}")
     return Raised(finding, context, letter.time)

@@ -17,7 +17,7 @@ from faults import live_fuzzing
 from faults.live_fuzzing import RawKey
 from integration.deployment import Deployment
 from support import seeds
-from surveil.anomaly_detection.app import FACTS, PATTERN_ALERTS
+from surveil.anomaly_detection.app import FACTS, UNCHAINED_ALERTS
 from surveil.events import codec, deadletter, topics
 from surveil.events import models as m
 from surveil.runtime.config import Settings, kafka_client_config
@@ -117,14 +117,14 @@ def test_records_the_detectors_cannot_use_on_any_of_their_topics_are_dead_letter
     worker goes on: a spoofed-signature letter after them all is still an alert."""
     deployment.start("anomaly-detection")
     deadline = time.monotonic() + 120
-    while not (deployment.partitions(FACTS) and deployment.partitions(PATTERN_ALERTS)):  # declared by the worker
+    while not (deployment.partitions(FACTS) and deployment.partitions(UNCHAINED_ALERTS)):  # declared by the worker
         assert time.monotonic() < deadline and deployment.alive("anomaly-detection"), deployment.log_tail("anomaly-detection", 60)
         time.sleep(0.5)
     now = datetime.now(UTC)
     closed = codec.make(m.BetsClosed, m.BetsClosedData(table_id="T01", round_id="R1"), id="c1", source="test", time=now)
     send(deployment, FACTS, b"P1", b"\x93garbage", [])
-    send(deployment, PATTERN_ALERTS, b"T01", codec.encode(closed), [])  # an event, but no alert
-    send(deployment, PATTERN_ALERTS, b"T01", b"{", [])
+    send(deployment, UNCHAINED_ALERTS, b"T01", codec.encode(closed), [])  # an event, but no alert
+    send(deployment, UNCHAINED_ALERTS, b"T01", b"{", [])
     send(deployment, topics.TABLE, b"T01", None, [])  # a tombstone
     unreadable = deadletter.encode(deadletter.dead_letter("table-controller", b"x", "spoofed", origin="o", key="T01", kind="signature"))
     refusals = topics.deadletter_topic("table-controller")  # the detectors read it for spoofed devices
@@ -133,7 +133,7 @@ def test_records_the_detectors_cannot_use_on_any_of_their_topics_are_dead_letter
     send(deployment, refusals, b"T02", deadletter.encode(spoofed), [])
     letters = wait_for_letters(deployment, "anomaly-detection", 4)
     assert sorted(x.topic or "" for x in letters) == sorted(
-        deployment.topic(t) for t in (FACTS, PATTERN_ALERTS, PATTERN_ALERTS, topics.TABLE)
+        deployment.topic(t) for t in (FACTS, UNCHAINED_ALERTS, UNCHAINED_ALERTS, topics.TABLE)
     )
     alerts = [codec.decode(v) for v in deployment.read_values(topics.ALERTS, 1, timeout=60)]
     assert [(a.data.rule, a.subject) for a in alerts if isinstance(a, m.AlertRaised)] == [("DEVICE_SIGNATURE", "T02")]

@@ -161,7 +161,7 @@ def test_a_charts_value_keeps_the_outputs_of_facts_at_or_after_the_committed_off
 
     keys = [f"PT{n:03}".encode() for n in range(20)]  # patrons, on several partitions
     for n, key in enumerate(keys):
-        outputs = [Output(f"facts:{offset}", app.PATTERN_ALERTS, b"T001", b"alert") for offset in (n, 100 + n, 200 + n)]
+        outputs = [Output(f"facts:{offset}", app.UNCHAINED_ALERTS, b"T001", b"alert") for offset in (n, 100 + n, 200 + n)]
         app._changed_charts[key] = ChartValue(Cusum(), Outbox({"facts": 200 + n}, outputs))
     assert len({partition_for(key, app.settings.partitions) for key in keys}) > 1
     cut = {TP(name(app, app.FACTS), p): 100 + 5 * p for p in range(app.settings.partitions)}
@@ -219,21 +219,20 @@ def test_a_charts_dead_letter_for_an_output_too_large_is_published_again_with_it
     assert app.chart_record(name(app, app.FACTS), home(app, b"patron:P1"), offset, b"patron:P1", fact) == outputs
 
 
-def test_each_topic_is_cut_at_its_own_committed_offset_and_a_refusals_outputs_stay(app: Any) -> None:
+def test_each_topic_is_cut_at_its_own_committed_offset(app: Any) -> None:
     from surveil.anomaly_detection.app import Output, TableState, TableValue
 
-    cuts = {topics.SHOE: 50, topics.TABLE: 70, topics.SETTLEMENT: 90, app.PATTERN_ALERTS: 30}
-    refusal = next(iter(app.REFUSALS))
-    sources = [f"{topic}:{cut + step}" for topic, cut in cuts.items() for step in (-1, 0, 1)] + [f"{refusal}:5"]
+    cuts = {topics.SHOE: 50, topics.TABLE: 70, topics.SETTLEMENT: 90, app.UNCHAINED_ALERTS: 30}
+    sources = [f"{topic}:{cut + step}" for topic, cut in cuts.items() for step in (-1, 0, 1)]
     key = b"T001"
     value = TableValue(TableState("T001"))
     value.outbox.outputs = [Output(source, topics.ALERTS, key, b"alert") for source in sources]
     app._changed[key] = value
     partition = partition_for(key, app.settings.partitions)
     committed = {TP(name(app, topic), partition): cut for topic, cut in cuts.items()}
-    app.stage_changed(assigned(app), {**committed, TP(name(app, refusal), partition): 10**9})
+    app.stage_changed(assigned(app), committed)
     kept = [o.source for o in stored_table(app, "T001").outbox.outputs]
-    assert kept == [f"{topic}:{cut + step}" for topic, cut in cuts.items() for step in (0, 1)] + [f"{refusal}:5"]
+    assert kept == [f"{topic}:{cut + step}" for topic, cut in cuts.items() for step in (0, 1)]
 
 
 def test_a_record_not_keyed_by_what_it_belongs_to_is_a_dead_letter_and_changes_nothing(app: Any, floor: list[m.Event]) -> None:
@@ -270,26 +269,38 @@ def test_a_record_read_off_its_keys_partition_is_a_dead_letter_and_leaves_its_ta
     assert letter.topic == app.DEADLETTER_TOPIC and b"its key's" in letter.value and not app._changed_charts
 
 
-def test_refused_device_messages_of_a_table_on_two_partitions_each_raise_their_alert(app: Any) -> None:
+def test_a_refused_device_message_goes_unchained_to_its_tables_partition_and_is_chained_there_once(app: Any) -> None:
     from surveil.events import deadletter
 
     refusal, service = next((topic, service) for topic, service in app.REFUSALS.items() if service == "shoe-reader")
-    letter = deadletter.encode(
-        deadletter.dead_letter(
+
+    def letter(port: int) -> bytes:
+        refused = deadletter.dead_letter(
             service,
             b"{}",
             "no signature: every message of shoe/T07 must be signed",
-            origin="tcp://10.0.0.9:4000",
+            origin=f"tcp://10.0.0.9:{port}",
             key="T07",
             kind=deadletter.SIGNATURE,
         )
-    )
-    # A letter's key is whatever its message came with: letters of one table come on any partition,
-    # and an offset on one says nothing of another's.
-    first = app.watch_record(name(app, refusal), 4, 900, 0.0, b"anything", letter)
-    second = app.watch_record(name(app, refusal), 1, 7, 0.0, b"T07", letter)
-    assert [o.topic for o in first] == [o.topic for o in second] == [topics.ALERTS]
-    assert app.watch_record(name(app, refusal), 1, 7, 0.0, b"T07", letter) == second  # delivered again: the same alert
+        return deadletter.encode(refused)
+
+    # A letter's key is whatever its message came with: it comes on any partition, held by any
+    # worker, and that worker's view of the table may be stale. It changes no table value.
+    elsewhere = (home(app, b"T07") + 1) % app.settings.partitions
+    first = letter(4000)
+    (unchained,) = app.watch_record(name(app, refusal), elsewhere, 900, 0.0, b"anything", first)
+    assert (unchained.topic, unchained.key) == (app.UNCHAINED_ALERTS, b"T07") and not app._changed
+    assert app.watch_record(name(app, refusal), elsewhere, 900, 0.0, b"anything", first) == [unchained]  # delivered again
+    (other,) = app.watch_record(name(app, refusal), elsewhere, 901, 0.0, b"T07", letter(4001))
+
+    def back(offset: int, value: bytes) -> list[Any]:
+        return app.watch_record(name(app, app.UNCHAINED_ALERTS), home(app, b"T07"), offset, 0.0, b"T07", value)
+
+    (chained,) = back(0, unchained.value)
+    assert chained.topic == topics.ALERTS and codec.decode(chained.value).data.chain
+    assert back(1, unchained.value) == []  # its letter delivered twice: the same alert, chained once
+    assert [o.topic for o in back(2, other.value)] == [topics.ALERTS]
     assert app._changed[b"T07"].count == 2
 
 

@@ -85,3 +85,22 @@ def test_who_refused_a_message_is_the_topic_it_came_from_not_what_the_letter_cla
     assert signature_finding(claims, "settlement") is None  # on settlement's own topic: settlement checks no signature
     found = signature_finding(claims, "shoe-reader")
     assert found is not None and found.finding.article == "Art. 7" and found.finding.evidence["service"] == "shoe-reader"
+
+
+def test_refusals_at_one_offset_of_two_partitions_are_two_alerts() -> None:
+    def refused(partition: int) -> str:
+        letter = deadletter.dead_letter(
+            "table-controller",
+            b"{}",
+            "forged",
+            origin="baccarat.inputs",
+            key="T05",
+            kind=deadletter.SIGNATURE,
+            partition=partition,
+            offset=41,
+        )
+        found = signature_finding(letter, "table-controller")
+        assert found is not None
+        return found.context.scope
+
+    assert refused(0) != refused(3)  # one scope, one alert id: the second alert would be taken for the first
