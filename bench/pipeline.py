@@ -18,7 +18,8 @@ simulator playing live into them. Three measurements:
   simulated floor, and the stack's broker, Redis and Prometheus (found by the port they listen
   on, else by ``.stack/``'s pid files). ``--tables 1000,2000`` is a sweep, one run per size;
   ``--json`` writes it as one document (``bench/plot_sweep.py`` draws it); ``--profile DIR``
-  records each service and the floor with py-spy over the window. ``--broker-requests`` adds the
+  records each service and the floor with py-spy over the window, and the broker with the JVM's
+  flight recorder (``bench/profile_summary.py`` reads both). ``--broker-requests`` adds the
   broker's requests a round by type (Produce, Fetch, AddPartitionsToTxn, EndTxn, ...: the
   broker's own meters, read at the window's start and end, by the rounds that ended between the
   readings; ``bench/broker_requests.py``). Opt-in: it opens an unauthenticated JMX port in the
@@ -40,7 +41,7 @@ under a fresh TOPIC_PREFIX, Redis keys under its REDIS_PREFIX, ACLs and Redis us
     eval "$(ops/stack.sh env)"      # the admin's credentials (or a private stack's stack.env)
     .venv/bin/python bench/pipeline.py live --tables 1000 --seconds 300
     .venv/bin/python bench/pipeline.py live --tables 1000,2000,3000,4000,6000 --seconds 300 --json sweep.json
-    .venv/bin/python bench/pipeline.py live --tables 1000 --profile profiles/   # py-spy of each service
+    .venv/bin/python bench/pipeline.py live --tables 1000 --profile profiles/   # profiles of each process
     .venv/bin/python bench/pipeline.py live --tables 1000 --broker-requests     # the broker's requests a round
     .venv/bin/python bench/pipeline.py full-speed --tables 100 --shoes 1
     .venv/bin/python bench/pipeline.py full-speed --tables 100 --shoes 1 --instances 2 --check
@@ -735,7 +736,9 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         measured = {**pipeline.pids(), "simulator": simulator.pid, **stack}
         cpu_before, bench_cpu_before = cpu_seconds(measured), time.process_time()
         window_start = time.time()
-        profiles = Profiles(spec.profile / f"{tables}-tables", pipeline.pids() | {"simulator": simulator.pid}) if spec.profile else None
+        profiled_pids = pipeline.pids() | {"simulator": simulator.pid}
+        jvms = {name: pid for name, pid in stack.items() if name == "kafka"}
+        profiles = Profiles(spec.profile / f"{tables}-tables", profiled_pids, jvms) if spec.profile else None
         if profiles:
             profiles.start(start + seconds - window_start)
         loads = [load_average()]
@@ -1160,7 +1163,11 @@ def main() -> None:
         default=int(os.environ.get("PROMETHEUS_PORT", "9090")),
         help="the stack's Prometheus, to find its process (env PROMETHEUS_PORT, default 9090)",
     )
-    p_live.add_argument("--profile", type=Path, help="py-spy each service and the floor over the measured window into DIR/N-tables/")
+    p_live.add_argument(
+        "--profile",
+        type=Path,
+        help="profile each service, the floor (py-spy) and the broker (JFR) over the measured window into DIR/N-tables/",
+    )
     p_live.add_argument(
         "--broker-requests",
         action="store_true",
