@@ -3,14 +3,19 @@ bench/procstat.py (which process listens on a port, CPU seconds, peak RSS, the s
 refused when the pid is another program's), the issue's *sustained* (every group's lag slope
 under 1 event/s), the drain's end (nothing written, no group behind), and the broker's requests
 a round (bench/broker_requests.py: JmxTool's output read into counts by request type, two
-readings into figures a round)."""
+readings into figures a round), and what bench/profile_summary.py reads in a profile."""
 
 from __future__ import annotations
 
+import json
 import os
 import socket
+import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 BENCH = Path(__file__).resolve().parents[3] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -18,6 +23,7 @@ sys.path.insert(0, str(BENCH))
 import broker_requests  # noqa: E402
 import pipeline  # noqa: E402
 import procstat  # noqa: E402
+import profile_summary  # noqa: E402
 
 
 def test_the_process_listening_on_a_port_is_found_and_a_closed_port_has_none() -> None:
@@ -244,3 +250,36 @@ surveil_alert_latency_seconds_sum{topic="baccarat.shoe"} 0.3
     assert alerts == {"baccarat.shoe": {0.1: 8.0, float("inf"): 10.0}}
     summary = pipeline.latency_summary(commits)
     assert summary["count"] == 40.0 and summary["p99"] == 0.1  # 22 of the 40 above the largest finite bound
+
+
+def test_a_py_spy_profile_is_shared_out_by_thread_and_function_and_its_seconds_are_a_share_of_a_core(tmp_path: Path) -> None:
+    frames = [{"name": "main", "file": "/a/app.py", "line": 1}, {"name": "feed", "file": "/a/watch.py", "line": 9}]
+    profiles = [
+        {"name": 'Thread 7 "MainThread"', "samples": [[0, 1], [0, 1], [0]], "weights": [0.02, 0.02, 0.02]},
+        {"name": 'Thread 8 "io"', "samples": [[0]], "weights": [0.02]},
+    ]
+    path = tmp_path / "worker.speedscope.json"
+    path.write_text(json.dumps({"shared": {"frames": frames}, "profiles": profiles}))
+    lines = profile_summary.summary(path, top=10, match="", seconds=0.8)
+    assert lines[0] == "== worker.speedscope.json: 0.1 s sampled, 10% of a core"
+    assert '   75.0%  "MainThread"' in lines and '   25.0%  "io"' in lines
+    inclusive, own = lines.index("  inclusive:"), lines.index("  self:")
+    assert lines[inclusive + 1 : own] == ["  100.0%  main (a/app.py:1)", "   50.0%  feed (a/watch.py:9)"]
+    assert lines[own + 1 :] == ["   50.0%  feed (a/watch.py:9)", "   50.0%  main (a/app.py:1)"]
+
+
+def test_a_flight_recording_is_read_innermost_frame_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def frame(type_name: str, method: str) -> dict[str, Any]:
+        return {"method": {"type": {"name": type_name}, "name": method}}
+
+    event = {
+        "values": {
+            "sampledThread": {"javaName": "data-plane-kafka-request-handler-3", "osName": "x"},
+            "stackTrace": {"frames": [frame("java/util/HashMap", "get"), frame("kafka/server/KafkaApis", "handle")]},
+        }
+    }
+    printed = json.dumps({"recording": {"events": [event]}}).encode()
+    monkeypatch.setattr(subprocess, "run", lambda *args, **kwargs: subprocess.CompletedProcess(args, 0, printed, b""))
+    assert list(profile_summary.jfr_samples(tmp_path / "kafka.jfr")) == [
+        ("data-plane-kafka-request-handler-N", ["kafka.server.KafkaApis.handle", "java.util.HashMap.get"], 1.0)
+    ]
