@@ -29,6 +29,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
+from procstat import kafka_jvm
+
 ROOT = Path(__file__).resolve().parents[1]
 MBEANS = "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=*,version=*"
 JMX_TOOL = "org.apache.kafka.tools.JmxTool"
@@ -53,7 +55,7 @@ class Reading:
     counts: dict[str, int]
 
 
-def _tool(name: str, pid: int) -> str:
+def jdk_tool(name: str, pid: int) -> str:
     """``name`` (java, jcmd) on PATH, as ops/stack.sh finds java; else the broker's own JDK's."""
     found = shutil.which(name)
     if found:
@@ -79,7 +81,7 @@ def _run(command: list[str]) -> str:
 
 
 def _jcmd(pid: int, *command: str) -> str:
-    return _run([_tool("jcmd", pid), str(pid), *command])
+    return _run([jdk_tool("jcmd", pid), str(pid), *command])
 
 
 def _free_port() -> int:
@@ -164,7 +166,7 @@ def parse(text: str) -> Reading:
 
 def request_counts(pid: int, port: int) -> Reading:
     """One reading of the broker ``pid``'s request meters through its JMX ``port``."""
-    command = [_tool("java", pid), "-Xms16m", "-Xmx64m", "-XX:TieredStopAtLevel=1", "-cp", class_path(pid), JMX_TOOL]
+    command = [jdk_tool("java", pid), "-Xms16m", "-Xmx64m", "-XX:TieredStopAtLevel=1", "-cp", class_path(pid), JMX_TOOL]
     command += ["--jmx-url", f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{port}/jmxrmi", "--object-name", MBEANS]
     command += ["--attributes", "Count", "--one-time", "true", "--report-format", "properties"]
     return parse(_run(command))
@@ -207,6 +209,9 @@ class WindowCounts:
     def __enter__(self) -> WindowCounts:
         if self.pid is None:
             self._fail("the broker's process was not found (by its port, or .stack/kafka/kafka.pid)")
+            return self
+        if not kafka_jvm(self.pid):
+            self._fail(f"the process on the broker's port (pid {self.pid}) is not the broker's JVM (a container's proxy?)")
             return self
         try:
             self.port = start_agent(self.pid)

@@ -85,6 +85,16 @@ def _from_pid_file(stack_dir: Path, name: str) -> int | None:
     return pid if word in cmdline else None  # a recycled pid is not the stack's
 
 
+def kafka_jvm(pid: int) -> bool:
+    """Whether ``pid`` is a broker's JVM (its command line runs ``kafka.Kafka``): what ``jcmd`` may
+    be pointed at. jcmd signals its target (SIGQUIT), which ends a process that is not a JVM: the
+    process on the broker's port may be another (docker-proxy, for a container's broker)."""
+    try:
+        return "kafka.Kafka" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except OSError:
+        return False
+
+
 def stack_pids(bootstrap: str, redis_url: str, prometheus_port: int, stack_dir: Path = ROOT / ".stack") -> dict[str, int]:
     """The broker, Redis and Prometheus this benchmark talks to: the process listening on each's
     port, else the pid file of the stack in ``stack_dir``. Those not found are left out."""

@@ -7,7 +7,7 @@ at the top of the stack (self), the most first.
   ``--seconds`` (the recording's length, the measured window) their sum is shown as a share of a
   core.
 - The broker's (``kafka.jfr``, the JVM's flight recorder, read with the JDK's ``jfr``): Java stacks
-  of the threads running Java code, every 10 ms; shares only.
+  of the threads running Java code, every 10 ms, 64 frames deep; shares only.
 
     .venv/bin/python bench/profile_summary.py --seconds 180 profiles/1000-tables/*
     .venv/bin/python bench/profile_summary.py --top 40 --match kafka profiles/1000-tables/table-controller.speedscope.json
@@ -28,7 +28,8 @@ Sample = tuple[str, list[str], float]  # thread, frames (innermost last), weight
 
 def speedscope_samples(path: Path) -> Iterator[Sample]:
     profile = json.loads(path.read_text())
-    frames = [f"{f['name']} ({'/'.join(Path(f.get('file') or '?').parts[-2:])}:{f.get('line', '')})" for f in profile["shared"]["frames"]]
+    # By function: py-spy makes a frame of each line.
+    frames = [f"{f['name']} ({'/'.join(Path(f.get('file') or '?').parts[-2:])})" for f in profile["shared"]["frames"]]
     for thread in profile["profiles"]:
         name = re.sub(r"Thread \d+ ", "", thread["name"])
         for stack, weight in zip(thread["samples"], thread["weights"], strict=True):
@@ -36,7 +37,9 @@ def speedscope_samples(path: Path) -> Iterator[Sample]:
 
 
 def jfr_samples(path: Path) -> Iterator[Sample]:
-    printed = subprocess.run(["jfr", "print", "--json", "--events", "jdk.ExecutionSample", str(path)], capture_output=True, check=True)
+    # jfr prints 5 frames of a stack unless asked for more; the recording has 64.
+    command = ["jfr", "print", "--json", "--stack-depth", "64", "--events", "jdk.ExecutionSample", str(path)]
+    printed = subprocess.run(command, capture_output=True, check=True)
     for event in json.loads(printed.stdout)["recording"]["events"]:
         values = event["values"]
         thread = values["sampledThread"]["javaName"] or values["sampledThread"]["osName"]

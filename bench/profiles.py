@@ -22,6 +22,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
+from broker_requests import BrokerRequestsError, jdk_tool
+
 RATE = 50  # samples a second; py-spy's default (100) costs a loaded machine more than it tells
 
 
@@ -33,8 +35,8 @@ def py_spy() -> str:
 
 
 class Profiles:
-    """Each of ``pids`` (Python) and ``jvms`` (Java) profiled for a stretch of time, into
-    ``folder``/NAME.speedscope.json and ``folder``/NAME.jfr."""
+    """Each of ``pids`` (Python) and ``jvms`` (Java: a broker, ``procstat.kafka_jvm``) profiled for
+    a stretch of time, into ``folder``/NAME.speedscope.json and ``folder``/NAME.jfr."""
 
     def __init__(self, folder: Path, pids: Mapping[str, int], jvms: Mapping[str, int] | None = None) -> None:
         self.folder = folder
@@ -52,30 +54,32 @@ class Profiles:
             out = self.folder / f"{name}.speedscope.json"
             command = [program, "record", "--pid", str(pid), "--duration", str(duration), "--rate", str(RATE)]
             command += ["--nonblocking", "--gil", "--format", "speedscope", "--output", str(out)]
-            self.running[name] = (subprocess.Popen(command, stdout=self._log(name), stderr=subprocess.STDOUT), out)
+            with self._log(name) as log:
+                self.running[name] = (subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT), out)
         for name, pid in self.jvms.items():
             out = self.folder / f"{name}.jfr"
-            # "profile": Java stacks sampled every 10 ms (the default settings: 20); written when the duration is over.
-            command = [
-                "jcmd",
-                str(pid),
-                "JFR.start",
-                "name=bench",
-                f"duration={duration}s",
-                "settings=profile",
-                f"filename={out.resolve()}",
-            ]
-            subprocess.run(command, stdout=self._log(name), stderr=subprocess.STDOUT, check=False)
-            self.running[name] = (None, out)
+            out.unlink(missing_ok=True)  # an earlier run's would be taken for this one's
+            with self._log(name) as log:
+                try:
+                    # "profile": Java stacks sampled every 10 ms (the default settings: 20), 64 frames
+                    # deep; the JVM writes the file when the duration is over.
+                    command = [jdk_tool("jcmd", pid), str(pid), "JFR.start", "name=bench", f"duration={duration}s", "settings=profile"]
+                    started = subprocess.run([*command, f"filename={out.resolve()}"], stdout=log, stderr=subprocess.STDOUT, check=False)
+                except (OSError, BrokerRequestsError) as e:
+                    log.write(f"{e}\n".encode())
+                    continue
+            if started.returncode == 0:
+                self.running[name] = (None, out)
 
     def _log(self, name: str) -> IO[bytes]:
         return (self.folder / f"{name}.profile.log").open("ab")
 
     def finish(self, timeout: float = 60) -> dict[str, str]:
         """Wait for each recorder; the files written, by process (a failed one: its log)."""
-        written = {}
+        written = {name: f"failed: see {self.folder / (name + '.profile.log')}" for name in {**self.pids, **self.jvms}}
         for name, (process, out) in self.running.items():
-            if process is None:  # the JVM writes its recording itself, once the duration is over: until its size holds
+            if process is None:  # the JVM writes its recording itself once the duration is over: until its size holds
+                time.sleep(max(self.until - time.time(), 0))
                 size = -1
                 while time.time() < self.until + timeout and not (out.exists() and out.stat().st_size == size):
                     size = out.stat().st_size if out.exists() else -1
@@ -86,5 +90,6 @@ class Profiles:
                 except subprocess.TimeoutExpired:
                     process.terminate()
                     process.wait()
-            written[name] = str(out) if out.exists() else f"failed: see {self.folder / (name + '.profile.log')}"
+            if out.exists():
+                written[name] = str(out)
         return written

@@ -72,6 +72,10 @@ SERVICE = "anomaly-detection"
 # growing without end, and it is the one way an output a redelivery needs can be dropped
 # (surveil_detection_outputs_dropped_total, and the SurveilDetectorsOutputsDropped alert).
 RECENT_OUTPUTS = 256
+# The ids of a table's last alerts that came back to it unchained (``TableValue.returned``): one
+# delivered again, after a crash, by the chart or the letter that raised it, is chained once. Such
+# alerts are rare, so this spans far more than a restart can deliver again.
+RETURNED_ALERTS = 128
 
 settings = Settings.from_env(SERVICE)
 log = structlog.get_logger().bind(service=SERVICE)
@@ -133,6 +137,15 @@ class TableValue(msgspec.Struct):
     outbox: Outbox = msgspec.field(default_factory=Outbox)
     chain: str = ""  # the chain value of the table's last alert
     count: int = 0  # the table's alerts so far
+    returned: list[str] = []  # the ids of its last RETURNED_ALERTS alerts that came back unchained
+
+    def first_return(self, alert_id: str) -> bool:
+        """Whether this alert came back unchained for the first time (else it is a copy); it joins
+        the table's returned alerts."""
+        if alert_id in self.returned:
+            return False
+        self.returned = [*self.returned[1 - RETURNED_ALERTS :], alert_id]
+        return True
 
 
 class TableHead(msgspec.Struct):
@@ -186,7 +199,9 @@ FACTS = f"{SERVICE}-facts"
 facts_topic = app.topic(settings.topic(FACTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True)
 # Alerts raised away from their table's watch (the charts', the refused device messages') go back
 # to it, on the table's partition: the worker that holds the table chains every alert of it in order.
-UNCHAINED_ALERTS = f"{SERVICE}-unchained-alerts"
+# The topic keeps the name it had when it carried the charts' alerts only: renamed, it would lose
+# the alerts in flight at an upgrade.
+UNCHAINED_ALERTS = f"{SERVICE}-pattern-alerts"
 unchained_alerts_topic = app.topic(
     settings.topic(UNCHAINED_ALERTS), key_type=bytes, value_type=bytes, partitions=settings.partitions, internal=True
 )
@@ -265,7 +280,7 @@ def watch_record(name: str, partition: int, offset: int, timestamp: float, key: 
     topic = name.removeprefix(settings.topic_prefix)
     try:
         if topic in REFUSALS:
-            return _refused_device_message(raw or b"", topic, partition, offset)
+            return _refused_device_message(raw or b"", name, partition, offset)
         decoded = codec.decode(raw or b"")
         travels_on = topics.ALERTS if topic == UNCHAINED_ALERTS else topic  # the unchained alerts come back
         if decoded.topic != travels_on:  # it would be read as what it is not
@@ -288,7 +303,7 @@ def _watched_event(decoded: Event, key: bytes, name: str, partition: int, offset
         return watched.outbox.of(topic, offset)
     with _changing(_changed, key, watched):
         if isinstance(decoded, AlertRaised):  # back to its table's chain, once however often it comes
-            outputs = [] if TableWatch(watched.state).seen_before(decoded.id) else _alert_outputs(source, [decoded], watched, topic)
+            outputs = _alert_outputs(source, [decoded], watched, topic) if watched.first_return(decoded.id) else []
         else:
             table_watch = TableWatch(watched.state)
             raised, facts = table_watch.feed(decoded)
@@ -482,12 +497,13 @@ app.before_commit = _write_changed
 app.commit_timeout = float(os.environ.get("COMMIT_TIMEOUT_S", app.commit_timeout))
 
 
-def _refused_device_message(raw: bytes, topic: str, partition: int, offset: int) -> list[Output]:
-    """A dead letter (from ``topic``, a service's own) of a device message with a bad signature:
+def _refused_device_message(raw: bytes, name: str, partition: int, offset: int) -> list[Output]:
+    """A dead letter (from ``name``, a service's own topic) of a device message with a bad signature:
     an alert for the table it names, sent unchained to that table's partition. The letter's key is
     whatever the message came with, so it comes on any partition, held by any worker: only the
     table's own may chain its alert. Delivered again, it makes the same alert (the same id), which
-    the table's watch chains once."""
+    the table chains once (``TableValue.first_return``)."""
+    topic = name.removeprefix(settings.topic_prefix)
     try:
         letter = deadletter.decode(raw)
     except msgspec.DecodeError:
@@ -496,7 +512,7 @@ def _refused_device_message(raw: bytes, topic: str, partition: int, offset: int)
     if found is None:
         return []
     alert = raise_alert(found.finding, found.context, found.time)
-    return [_fitting(Output(f"{topic}:{offset}", UNCHAINED_ALERTS, alert.subject.encode(), codec.encode(alert)), topic, partition, offset)]
+    return [_fitting(Output(f"{topic}:{offset}", UNCHAINED_ALERTS, alert.subject.encode(), codec.encode(alert)), name, partition, offset)]
 
 
 @app.timer(interval=CHECKPOINT_SECONDS)  # type: ignore[untyped-decorator]  # faust is untyped

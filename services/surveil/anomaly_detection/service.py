@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 
+from ..events import topics
 from ..runtime import logs, metrics
 from ..runtime.topic_admin import create_topics, partition_counts
 
@@ -15,9 +16,10 @@ def main() -> None:
     if SIGNER is None:  # an unsigned alert proves nothing: docs/security.md, "Alert proof"
         raise SystemExit("refusing to start without the detectors' alert-signing key: ALERT_SIGNING_KEY (surveil keys alert-signing)")
     # A record is read on its key's partition among PARTITIONS, or refused: with another count on
-    # the broker, every event would be a dead letter (checked first: the internal topics are made
-    # with PARTITIONS).
-    counts = partition_counts(settings.kafka_bootstrap, CO_PARTITIONED)
+    # the broker, most events would be dead letters. And a partition's checkpoint goes to that
+    # partition of the alerts topic, where its tables' alerts must be. (Checked first: the internal
+    # topics are made with PARTITIONS.)
+    counts = partition_counts(settings.kafka_bootstrap, [*CO_PARTITIONED, settings.topic(topics.ALERTS)])
     if wrong := {name: count for name, count in counts.items() if count != settings.partitions}:
         found = ", ".join(f"{name} has {count}" for name, count in sorted(wrong.items()))
         raise SystemExit(

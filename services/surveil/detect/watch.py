@@ -198,7 +198,7 @@ class TableWatch:
     def feed(self, event: models.Event) -> tuple[list[Raised], list[Fact]]:
         handler = _HANDLERS.get(type(event))
         if handler is not None:
-            if self.seen_before(event.id):
+            if self._seen_before(event.id):
                 return _NOTHING
             self._last_time = event.time  # what ``flush`` dates its findings by
             handler(self, event)
@@ -206,7 +206,7 @@ class TableWatch:
             return self._take()
         return _NOTHING
 
-    def seen_before(self, event_id: str) -> bool:
+    def _seen_before(self, event_id: str) -> bool:
         """Whether the table's last RECENT_IDS events include this id; if not, it joins them."""
         digest, state = id_digest(event_id), self.state
         window = state.recent_digests

@@ -104,9 +104,9 @@ def test_a_window_stored_oldest_first_reads_as_a_ring(floor: list[m.Event]) -> N
     before_the_ring = stored.replace(b',"recent_next":0', b"")
     assert b"recent_next" not in before_the_ring
     state = msgspec.json.decode(before_the_ring, type=TableState)
-    assert not TableWatch(state).seen_before(own[RECENT_IDS].id)  # new: the oldest makes way for it
-    assert TableWatch(state).seen_before(own[1].id) and TableWatch(state).seen_before(own[RECENT_IDS].id)
-    assert not TableWatch(state).seen_before(own[0].id)  # gone from the window
+    assert not TableWatch(state)._seen_before(own[RECENT_IDS].id)  # new: the oldest makes way for it
+    assert TableWatch(state)._seen_before(own[1].id) and TableWatch(state)._seen_before(own[RECENT_IDS].id)
+    assert not TableWatch(state)._seen_before(own[0].id)  # gone from the window
 
 
 def test_a_table_whose_events_stop_mid_round_raises_nothing_for_what_never_came(floor: list[m.Event]) -> None:
@@ -160,7 +160,7 @@ def test_a_watch_fed_from_empty_and_one_per_event_see_the_same_ids(floor: list[m
     live_state = TableState(table)
     seen: list[tuple[bool, bool]] = []
     for event in [*own, *again]:
-        seen.append((offline.seen_before(event.id), TableWatch(live_state).seen_before(event.id)))
+        seen.append((offline._seen_before(event.id), TableWatch(live_state)._seen_before(event.id)))
     assert offline._digests is not None  # the set was kept throughout
     assert seen == [(False, False)] * len(own) + [(True, True), (True, True), (False, False), (False, False)]
     assert offline.state.recent_digests == live_state.recent_digests

@@ -304,6 +304,25 @@ def test_a_refused_device_message_goes_unchained_to_its_tables_partition_and_is_
     assert app._changed[b"T07"].count == 2
 
 
+def test_a_pattern_alert_its_fact_sent_again_is_chained_once(app: Any, floor: list[m.Event]) -> None:
+    table, at = floor[0].subject, floor[0].time
+    outputs, offset = [], -1
+    while not outputs and offset < 500:  # a patron who wins every bet: the chart signals
+        offset += 1
+        fact = app._encode(app.PatronBet("P1", table, f"R{offset}", f"B{offset}", True, 500, at))
+        outputs = app.chart_record(name(app, app.FACTS), home(app, b"patron:P1"), offset, b"patron:P1", fact)
+    (unchained,) = outputs
+    # The chart's value written and its fact's offset not committed (a crash): the fact comes again,
+    # and its alert goes back to the table a second time.
+    assert app.chart_record(name(app, app.FACTS), home(app, b"patron:P1"), offset, b"patron:P1", fact) == [unchained]
+    key = table.encode()
+    copies = [
+        app.watch_record(name(app, app.UNCHAINED_ALERTS), home(app, key), at_offset, 0.0, key, unchained.value) for at_offset in (0, 1)
+    ]
+    assert [[o.topic for o in made] for made in copies] == [[topics.ALERTS], []]
+    assert app._changed[key].count == 1
+
+
 def test_faust_flushes_every_output_before_a_commit_and_the_next_staging_sees_its_offsets(monkeypatch: pytest.MonkeyPatch) -> None:
     """The order the forgetting rests on: the staging (``before_commit``), faust's flush of its
     producer, the commit; and the offsets handed to a staging are those of the commit before it,

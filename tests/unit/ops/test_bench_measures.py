@@ -264,8 +264,8 @@ def test_a_py_spy_profile_is_shared_out_by_thread_and_function_and_its_seconds_a
     assert lines[0] == "== worker.speedscope.json: 0.1 s sampled, 10% of a core"
     assert '   75.0%  "MainThread"' in lines and '   25.0%  "io"' in lines
     inclusive, own = lines.index("  inclusive:"), lines.index("  self:")
-    assert lines[inclusive + 1 : own] == ["  100.0%  main (a/app.py:1)", "   50.0%  feed (a/watch.py:9)"]
-    assert lines[own + 1 :] == ["   50.0%  feed (a/watch.py:9)", "   50.0%  main (a/app.py:1)"]
+    assert lines[inclusive + 1 : own] == ["  100.0%  main (a/app.py)", "   50.0%  feed (a/watch.py)"]
+    assert lines[own + 1 :] == ["   50.0%  feed (a/watch.py)", "   50.0%  main (a/app.py)"]
 
 
 def test_a_flight_recording_is_read_innermost_frame_last(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -279,7 +279,26 @@ def test_a_flight_recording_is_read_innermost_frame_last(tmp_path: Path, monkeyp
         }
     }
     printed = json.dumps({"recording": {"events": [event]}}).encode()
-    monkeypatch.setattr(subprocess, "run", lambda *args, **kwargs: subprocess.CompletedProcess(args, 0, printed, b""))
+    commands: list[list[str]] = []
+
+    def run(command: list[str], **kwargs: Any) -> subprocess.CompletedProcess[bytes]:
+        commands.append(command)
+        return subprocess.CompletedProcess(command, 0, printed, b"")
+
+    monkeypatch.setattr(subprocess, "run", run)
     assert list(profile_summary.jfr_samples(tmp_path / "kafka.jfr")) == [
         ("data-plane-kafka-request-handler-N", ["kafka.server.KafkaApis.handle", "java.util.HashMap.get"], 1.0)
     ]
+    (command,) = commands
+    assert command[command.index("--stack-depth") + 1] == "64"  # jfr prints 5 frames unless asked
+
+
+def test_only_a_brokers_jvm_is_taken_for_one() -> None:
+    broker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "kafka.Kafka", "server.properties"])
+    try:
+        assert procstat.kafka_jvm(broker.pid)  # its command line runs kafka.Kafka
+        assert not procstat.kafka_jvm(os.getpid())  # a Python process, whatever listens where
+        assert not procstat.kafka_jvm(2**22 + 1)  # no such process
+    finally:
+        broker.kill()
+        broker.wait()
