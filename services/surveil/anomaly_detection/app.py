@@ -53,7 +53,7 @@ import structlog
 from faust.types import TP
 
 from ..detect import patterns
-from ..detect.alerts import chained, checkpoint, raise_alert
+from ..detect.alerts import chained, checkpoints, raise_alert
 from ..detect.devices import ARTICLES, signature_finding
 from ..detect.floor import chart_finding
 from ..detect.watch import DealerRound, Fact, PatronBet, TableState, TableWatch
@@ -532,10 +532,10 @@ async def publish_checkpoints() -> None:
     now = datetime.now(UTC)
     every = round(CHECKPOINT_SECONDS)
     for partition, tables in sorted(heads.items()):
-        made = checkpoint(tables, now, SIGNER, partition, settings.partitions, every)
-        await alerts_topic.send(
-            key=made.subject.encode(), value=codec.encode(made), partition=partition, headers=list(HEADERS[topics.ALERTS])
-        )
+        for made in checkpoints(tables, now, SIGNER, partition, settings.partitions, every):
+            await alerts_topic.send(
+                key=made.subject.encode(), value=codec.encode(made), partition=partition, headers=list(HEADERS[topics.ALERTS])
+            )
 
 
 def _head_of(key: bytes) -> tuple[int, str]:

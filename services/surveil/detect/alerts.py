@@ -98,15 +98,34 @@ def checkpoint_bytes(checkpoint: AlertCheckpoint) -> bytes:
     return _canonical(msgspec.structs.replace(checkpoint, data=msgspec.structs.replace(checkpoint.data, signature=None)))
 
 
-def checkpoint(
+# Tables a checkpoint lists at most: with ids of 256 characters, 2,000 tables are ~700 KB, within
+# the broker's largest record. More (a flood of spoofed device messages, each claiming a table of
+# its own, makes a table of each) go in more checkpoints of the same time.
+CHECKPOINT_TABLES = 2000
+
+
+def checkpoints(
     heads: dict[str, ChainHead], time: datetime, signer: Signer, partition: int = 0, partitions: int = 1, every: int = 0
+) -> list[AlertCheckpoint]:
+    """The signed checkpoints of the tables ``heads`` of one partition (of ``partitions``): one,
+    unless there are more than CHECKPOINT_TABLES tables."""
+    tables = sorted(heads.items())
+    return [
+        checkpoint(dict(tables[start : start + CHECKPOINT_TABLES]), time, signer, partition, partitions, every, part)
+        for part, start in enumerate(range(0, max(len(tables), 1), CHECKPOINT_TABLES))
+    ]
+
+
+def checkpoint(
+    heads: dict[str, ChainHead], time: datetime, signer: Signer, partition: int = 0, partitions: int = 1, every: int = 0, part: int = 0
 ) -> AlertCheckpoint:
-    """The signed checkpoint of the tables ``heads`` of one partition (of ``partitions``)."""
+    """The signed checkpoint of the tables ``heads`` of one partition (of ``partitions``); ``part``
+    tells apart the checkpoints of one partition and time (``checkpoints``)."""
     data = AlertCheckpointData(partition=partition, partitions=partitions, every=every, tables=dict(sorted(heads.items())))
     unsigned = codec.make(
         AlertCheckpoint,
         data,
-        id=f"checkpoint/{partition}/{time.timestamp():.3f}",
+        id=f"checkpoint/{partition}/{time.timestamp():.3f}{f'/{part}' if part else ''}",
         source=SOURCE,
         time=time,
         subject=f"partition/{partition}",

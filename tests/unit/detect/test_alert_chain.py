@@ -18,8 +18,9 @@ from surveil.analysis.replay import replay
 from surveil.analysis.verify import verify
 from surveil.cli import main
 from surveil.core.money import Spot
-from surveil.detect.alerts import chain_link, checkpoint
-from surveil.events import codec
+from surveil.detect import alerts as alert_module
+from surveil.detect.alerts import chain_link, checkpoint, checkpoints
+from surveil.events import codec, topics
 from surveil.events import models as m
 from surveil.runtime.alert_keys import AlertSigner, AlertVerifier, generate
 
@@ -170,6 +171,25 @@ def test_every_partition_must_have_recent_checkpoints(log: list[m.Event], signer
     stale = checkpoint({}, end - timedelta(minutes=10), signer, 1, 3, 60)
     found = breaks([*alerts, every_partition[0], stale, every_partition[2]], verifier)
     assert [(t, r.split(",")[1].strip()) for _, t, r in found] == [("partition/1", "before the others': its tail may have been removed")]
+
+
+def test_a_partition_of_more_tables_than_a_record_holds_has_several_checkpoints_of_one_time(
+    log: list[m.Event], signer: AlertSigner, verifier: AlertVerifier, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A flood of spoofed device messages, each claiming a table of its own, makes a table of each.
+    flood = {f"{n:05d}".ljust(256, "x"): m.ChainHead(1, "0" * 64) for n in range(4500)}
+    made = checkpoints(flood, log[-1].time, signer, 2, 6, 60)
+    assert [len(c.data.tables) for c in made] == [2000, 2000, 500]
+    assert all(topics.fits(c.subject.encode(), codec.encode(c)) for c in made)  # one checkpoint would not
+    assert not topics.fits(b"partition/2", codec.encode(checkpoint(flood, log[-1].time, signer, 2, 6, 60)))
+    assert len({c.id for c in made}) == 3 and {t for c in made for t in c.data.tables} == set(flood)
+    # Each part is a checkpoint of its own: the log's two tables, one a checkpoint, verify.
+    monkeypatch.setattr(alert_module, "CHECKPOINT_TABLES", 1)
+    heads = log[-1].data.tables  # type: ignore[attr-defined]
+    parts = checkpoints(dict(heads), log[-1].time, signer)
+    assert len(parts) == 2
+    result = verify(lines([*alerts_of(log), *parts]), verifier)
+    assert (result.checkpoints, result.breaks) == (2, [])
 
 
 def test_alerts_after_the_last_checkpoint_are_counted_as_unconfirmed(log: list[m.Event], verifier: AlertVerifier) -> None:
