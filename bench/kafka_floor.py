@@ -122,7 +122,8 @@ def relay(source: str, sink: str, group: str, ratio: float, gather_ms: float) ->
                         due -= 1
                 offsets[tp] = OffsetAndMetadata(batch[-1].offset + 1, "", -1)
                 read += len(batch)
-            producer.send_offsets_to_transaction(offsets, consumer.group_metadata())
+            # kafka-python 2.3 (measured against 3.0, docs/performance.md) takes the group's id.
+            producer.send_offsets_to_transaction(offsets, consumer.group_metadata() if hasattr(consumer, "group_metadata") else group)
             producer.commit_transaction()
             failed = sum(future.failed() for future in sent)
             if manager.producer_id_and_epoch != epoch or failed:  # as KafkaRunner._publish: a commit the broker aborted
@@ -192,7 +193,8 @@ def _lag(settings: Settings, admin: KafkaAdminClient, topic: str, group: str) ->
         ends = consumer.end_offsets([TopicPartition(topic, p) for p in range(PARTITIONS)])
     finally:
         consumer.close()
-    committed = admin.list_group_offsets(group).get(group, {})
+    listed = getattr(admin, "list_group_offsets", None)  # kafka-python 2.3: list_consumer_group_offsets
+    committed = listed(group).get(group, {}) if listed else admin.list_consumer_group_offsets(group)
     lag = 0
     for tp, end in ends.items():
         done = committed.get(tp)

@@ -6,7 +6,8 @@ detectors' public key alone (``detect.alerts`` says what is chained and signed).
   the chain at its line, even when whoever changed it recomputed the hashes.
 - Each checkpoint must be signed, and every table it lists must be in the log with at least the
   alerts it counts, the one at that count being the one it names: a tail cut off a table, or a
-  table taken out, shows against the checkpoints that came after.
+  table taken out, shows against the checkpoints that came after. A checkpoint in parts (a
+  partition of more tables than a record holds) must have every part.
 - Every partition of the alerts topic (``partitions``, from the checkpoints) must have
   checkpoints, and the last of each must be as recent as the others' (within three intervals):
   a partition whose checkpoints, with its alerts, were cut off shows too.
@@ -22,6 +23,7 @@ which its reader compares with when the log was taken.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -104,6 +106,25 @@ def verify(lines: Iterable[bytes], verifier: AlertVerifier) -> Verification:
     return result
 
 
+_PART = re.compile(r"^(?P<at>checkpoint/\d+/[^/]+)/(?P<n>\d+)of(?P<of>\d+)$")
+
+
+def _check_parts(checkpoints: list[tuple[int, AlertCheckpoint]], result: Verification) -> None:
+    """A partition's checkpoint of one time split in parts (its signed id ``.../<n>of<N>``): every
+    part in the log, or the tables of the one missing could have been taken out with it."""
+    split: dict[str, tuple[int, int, str, set[int]]] = {}  # by the id without its part: first line, parts, subject, those found
+    for number, checkpoint in checkpoints:
+        part = _PART.match(checkpoint.id)
+        if part:
+            split.setdefault(part["at"], (number, int(part["of"]), checkpoint.subject, set()))[3].add(int(part["n"]))
+    for at, (first, of, subject, found) in split.items():
+        missing = ", ".join(str(n) for n in range(1, of + 1) if n not in found)
+        if missing:
+            result.breaks.append(
+                Break(first, subject, at, f"checkpoint in {of} parts, part {missing} missing: its tables may have been removed")
+            )
+
+
 def _check_against(checkpoints: list[tuple[int, AlertCheckpoint]], chains: dict[str, list[str]], result: Verification) -> None:
     """Every checkpoint's claims against the log's chains; every partition's checkpoints present and recent."""
     confirmed: dict[str, int] = {}
@@ -125,6 +146,7 @@ def _check_against(checkpoints: list[tuple[int, AlertCheckpoint]], chains: dict[
             else:
                 continue
             result.breaks.append(Break(number, table, "-", reason))
+    _check_parts(checkpoints, result)
     result.checkpoints = len(checkpoints)
     result.unconfirmed = sum(max(len(links) - confirmed.get(table, 0), 0) for table, links in chains.items())
     if not checkpoints:

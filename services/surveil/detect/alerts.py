@@ -10,7 +10,7 @@ envelope (id, time, source, subject, type) and data, without chain and signature
 alert of a table chains from the empty string. Its ``signature`` is the detectors' Ed25519
 signature of the chain value (``runtime.alert_keys``): no one without their private key can
 make a link, so an alert changed, inserted or moved shows, and so does a chain recomputed over
-a changed log. Checkpoints (``checkpoint``, published per partition of the alerts topic every
+a changed log. Checkpoints (``checkpoints``, published per partition of the alerts topic every
 minute) state, signed, how many alerts each table has and the chain of its last: a log cut short,
 or with a table taken out, shows against them. Whoever publishes a table's alerts, in order,
 links them (``Chains``); ``surveil verify`` checks a recorded alert log.
@@ -98,34 +98,48 @@ def checkpoint_bytes(checkpoint: AlertCheckpoint) -> bytes:
     return _canonical(msgspec.structs.replace(checkpoint, data=msgspec.structs.replace(checkpoint.data, signature=None)))
 
 
-# Tables a checkpoint lists at most: with ids of 256 characters, 2,000 tables are ~700 KB, within
-# the broker's largest record. More (a flood of spoofed device messages, each claiming a table of
-# its own, makes a table of each) go in more checkpoints of the same time.
-CHECKPOINT_TABLES = 2000
+# What a checkpoint's tables may take in JSON, at most: half the broker's largest record, the rest
+# ample for the envelope and the signature. More (a flood of spoofed device messages, each claiming
+# a table of its own, makes a table of each) go in more checkpoints of the same time, each naming
+# its part and how many there are (``checkpoints``).
+CHECKPOINT_TABLE_BYTES = 512 * 1024
+_json = msgspec.json.Encoder().encode
 
 
 def checkpoints(
     heads: dict[str, ChainHead], time: datetime, signer: Signer, partition: int = 0, partitions: int = 1, every: int = 0
 ) -> list[AlertCheckpoint]:
     """The signed checkpoints of the tables ``heads`` of one partition (of ``partitions``): one,
-    unless there are more than CHECKPOINT_TABLES tables."""
-    tables = sorted(heads.items())
-    return [
-        checkpoint(dict(tables[start : start + CHECKPOINT_TABLES]), time, signer, partition, partitions, every, part)
-        for part, start in enumerate(range(0, max(len(tables), 1), CHECKPOINT_TABLES))
-    ]
+    unless their JSON is over CHECKPOINT_TABLE_BYTES; then parts of it, whose ids say which part
+    of how many (``checkpoint/<p>/<time>/<n>of<N>``), so that a part taken out of a log shows."""
+    parts: list[dict[str, ChainHead]] = [{}]
+    size = 0
+    for table, head in sorted(heads.items()):
+        entry = len(_json(table)) + len(_json(head)) + 2
+        if size + entry > CHECKPOINT_TABLE_BYTES and parts[-1]:
+            parts.append({})
+            size = 0
+        parts[-1][table] = head
+        size += entry
+    return [checkpoint(part, time, signer, partition, partitions, every, (n, len(parts))) for n, part in enumerate(parts, start=1)]
 
 
 def checkpoint(
-    heads: dict[str, ChainHead], time: datetime, signer: Signer, partition: int = 0, partitions: int = 1, every: int = 0, part: int = 0
+    heads: dict[str, ChainHead],
+    time: datetime,
+    signer: Signer,
+    partition: int = 0,
+    partitions: int = 1,
+    every: int = 0,
+    part: tuple[int, int] = (1, 1),
 ) -> AlertCheckpoint:
     """The signed checkpoint of the tables ``heads`` of one partition (of ``partitions``); ``part``
-    tells apart the checkpoints of one partition and time (``checkpoints``)."""
+    is which of how many checkpoints of the partition and time it is (``checkpoints``)."""
     data = AlertCheckpointData(partition=partition, partitions=partitions, every=every, tables=dict(sorted(heads.items())))
     unsigned = codec.make(
         AlertCheckpoint,
         data,
-        id=f"checkpoint/{partition}/{time.timestamp():.3f}{f'/{part}' if part else ''}",
+        id=f"checkpoint/{partition}/{time.timestamp():.3f}{f'/{part[0]}of{part[1]}' if part[1] > 1 else ''}",
         source=SOURCE,
         time=time,
         subject=f"partition/{partition}",

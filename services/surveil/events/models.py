@@ -224,7 +224,8 @@ class ChainHead(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
 class AlertCheckpointData(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """What the detectors had raised by the checkpoint's time at every table of one partition of
     the alerts topic (its subject, ``partition/<p>``: it is about no one table), signed. Every
-    partition gets one every ``every`` seconds (0: the one closing an offline replay)."""
+    partition gets one every ``every`` seconds (0: the one closing an offline replay), in parts
+    when its tables are more than a record holds (its id then ends ``/<n>of<N>``)."""
 
     partition: Annotated[int, msgspec.Meta(ge=0)]
     partitions: Annotated[int, msgspec.Meta(ge=1)]

@@ -173,23 +173,32 @@ def test_every_partition_must_have_recent_checkpoints(log: list[m.Event], signer
     assert [(t, r.split(",")[1].strip()) for _, t, r in found] == [("partition/1", "before the others': its tail may have been removed")]
 
 
+@pytest.mark.parametrize("character", ["x", "\x01", "\ufffd"])  # JSON: 1, 6 (\u0001) and 3 (UTF-8) bytes
 def test_a_partition_of_more_tables_than_a_record_holds_has_several_checkpoints_of_one_time(
+    log: list[m.Event], signer: AlertSigner, character: str
+) -> None:
+    # A flood of spoofed device messages, each claiming a table of its own (any characters, up to
+    # 256), makes a table of each.
+    flood = {f"{n:05d}".ljust(256, character): m.ChainHead(1, "0" * 64) for n in range(4500)}
+    assert not topics.fits(b"partition/2", codec.encode(checkpoint(flood, log[-1].time, signer, 2, 6, 60)))
+    made = checkpoints(flood, log[-1].time, signer, 2, 6, 60)
+    assert len(made) > 1 and all(topics.fits(c.subject.encode(), codec.encode(c)) for c in made)
+    assert [c.id.rpartition("/")[2] for c in made] == [f"{n}of{len(made)}" for n in range(1, len(made) + 1)]
+    assert sum(len(c.data.tables) for c in made) == len(flood) and {t for c in made for t in c.data.tables} == set(flood)
+
+
+def test_a_checkpoint_in_parts_verifies_with_every_part_and_breaks_without_one(
     log: list[m.Event], signer: AlertSigner, verifier: AlertVerifier, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # A flood of spoofed device messages, each claiming a table of its own, makes a table of each.
-    flood = {f"{n:05d}".ljust(256, "x"): m.ChainHead(1, "0" * 64) for n in range(4500)}
-    made = checkpoints(flood, log[-1].time, signer, 2, 6, 60)
-    assert [len(c.data.tables) for c in made] == [2000, 2000, 500]
-    assert all(topics.fits(c.subject.encode(), codec.encode(c)) for c in made)  # one checkpoint would not
-    assert not topics.fits(b"partition/2", codec.encode(checkpoint(flood, log[-1].time, signer, 2, 6, 60)))
-    assert len({c.id for c in made}) == 3 and {t for c in made for t in c.data.tables} == set(flood)
-    # Each part is a checkpoint of its own: the log's two tables, one a checkpoint, verify.
-    monkeypatch.setattr(alert_module, "CHECKPOINT_TABLES", 1)
-    heads = log[-1].data.tables  # type: ignore[attr-defined]
-    parts = checkpoints(dict(heads), log[-1].time, signer)
+    monkeypatch.setattr(alert_module, "CHECKPOINT_TABLE_BYTES", 1)  # a table a part: the log's two tables, two parts
+    parts = checkpoints(dict(log[-1].data.tables), log[-1].time, signer)  # type: ignore[attr-defined]
     assert len(parts) == 2
     result = verify(lines([*alerts_of(log), *parts]), verifier)
     assert (result.checkpoints, result.breaks) == (2, [])
+    # Part 2 taken out with its table's alerts: the chains of what is left all hold.
+    kept = [a for a in alerts_of(log) if a.subject not in parts[1].data.tables]
+    (found,) = breaks([*kept, parts[0]], verifier)
+    assert found[2].startswith("checkpoint in 2 parts, part 2 missing")
 
 
 def test_alerts_after_the_last_checkpoint_are_counted_as_unconfirmed(log: list[m.Event], verifier: AlertVerifier) -> None:

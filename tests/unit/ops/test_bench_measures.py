@@ -294,8 +294,10 @@ def test_a_flight_recording_is_read_innermost_frame_last(tmp_path: Path, monkeyp
 
 
 def test_only_a_brokers_jvm_is_taken_for_one() -> None:
-    broker = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)", "kafka.Kafka", "server.properties"])
+    program = "import time; print('ready', flush=True); time.sleep(60)"
+    broker = subprocess.Popen([sys.executable, "-c", program, "kafka.Kafka", "server.properties"], stdout=subprocess.PIPE)
     try:
+        assert broker.stdout is not None and broker.stdout.readline() == b"ready\n"  # its command line is in /proc by now
         assert procstat.kafka_jvm(broker.pid)  # its command line runs kafka.Kafka
         assert not procstat.kafka_jvm(os.getpid())  # a Python process, whatever listens where
         assert not procstat.kafka_jvm(2**22 + 1)  # no such process
