@@ -74,7 +74,8 @@ SERVICE = "anomaly-detection"
 RECENT_OUTPUTS = 256
 # The ids of a table's last alerts that came back to it unchained (``TableValue.returned``): one
 # delivered again, after a crash, by the chart or the letter that raised it, is chained once. Such
-# alerts are rare, so this spans far more than a restart can deliver again.
+# alerts are few a table; a copy that comes after 128 others of its table (a flood of spoofed
+# messages for it, during a restart) is linked again, and consumers keep the first of an id.
 RETURNED_ALERTS = 128
 
 settings = Settings.from_env(SERVICE)
