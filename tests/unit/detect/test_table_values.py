@@ -76,6 +76,18 @@ def feed(app: Any, events: list[m.Event], offsets: Counter[str]) -> dict[tuple[s
     return made
 
 
+def signalling_fact(app: Any, floor: list[m.Event]) -> tuple[bytes, int, list[Any]]:
+    """Facts of a patron who wins every bet at the floor's first table, one an offset, through
+    ``chart_record`` until the chart signals: the last fact, its offset and what it made."""
+    table, at = floor[0].subject, floor[0].time
+    outputs, offset = [], -1
+    while not outputs and offset < 500:
+        offset += 1
+        fact = app._encode(app.PatronBet("P1", table, f"R{offset}", f"B{offset}", True, 500, at))
+        outputs = app.chart_record(name(app, app.FACTS), home(app, b"patron:P1"), offset, b"patron:P1", fact)
+    return fact, offset, outputs
+
+
 def committed_at(app: Any, key: bytes, offsets: dict[str, int]) -> dict[TP, int | None]:
     """``offsets`` by topic as the consumer holds them: on the partition ``key`` is on."""
     partition = partition_for(key, app.settings.partitions)
@@ -205,12 +217,7 @@ def test_a_charts_dead_letter_for_an_output_too_large_is_published_again_with_it
     app: Any, floor: list[m.Event], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(topics, "fits", lambda key, value: False)  # every output too large
-    table, at = floor[0].subject, floor[0].time
-    outputs, offset = [], -1
-    while not outputs and offset < 500:  # a patron who wins every bet: the chart signals
-        offset += 1
-        fact = app._encode(app.PatronBet("P1", table, f"R{offset}", f"B{offset}", True, 500, at))
-        outputs = app.chart_record(name(app, app.FACTS), home(app, b"patron:P1"), offset, b"patron:P1", fact)
+    fact, offset, outputs = signalling_fact(app, floor)
     (letter,) = outputs
     assert letter.topic == app.DEADLETTER_TOPIC and letter.source == f"facts:{offset}"
     assert b"over the broker's maximum record" in letter.value
@@ -305,17 +312,12 @@ def test_a_refused_device_message_goes_unchained_to_its_tables_partition_and_is_
 
 
 def test_a_pattern_alert_its_fact_sent_again_is_chained_once(app: Any, floor: list[m.Event]) -> None:
-    table, at = floor[0].subject, floor[0].time
-    outputs, offset = [], -1
-    while not outputs and offset < 500:  # a patron who wins every bet: the chart signals
-        offset += 1
-        fact = app._encode(app.PatronBet("P1", table, f"R{offset}", f"B{offset}", True, 500, at))
-        outputs = app.chart_record(name(app, app.FACTS), home(app, b"patron:P1"), offset, b"patron:P1", fact)
+    fact, offset, outputs = signalling_fact(app, floor)
     (unchained,) = outputs
     # The chart's value written and its fact's offset not committed (a crash): the fact comes again,
     # and its alert goes back to the table a second time.
     assert app.chart_record(name(app, app.FACTS), home(app, b"patron:P1"), offset, b"patron:P1", fact) == [unchained]
-    key = table.encode()
+    key = floor[0].subject.encode()
     copies = [
         app.watch_record(name(app, app.UNCHAINED_ALERTS), home(app, key), at_offset, 0.0, key, unchained.value) for at_offset in (0, 1)
     ]
