@@ -55,7 +55,7 @@ class Reading:
     counts: dict[str, int]
 
 
-def jdk_tool(name: str, pid: int) -> str:
+def _tool(name: str, pid: int) -> str:
     """``name`` (java, jcmd) on PATH, as ops/stack.sh finds java; else the broker's own JDK's."""
     found = shutil.which(name)
     if found:
@@ -80,8 +80,15 @@ def _run(command: list[str]) -> str:
     return done.stdout
 
 
+def jcmd(pid: int) -> list[str]:
+    """jcmd, pointed at the broker ``pid``; refused for any other process (``kafka_jvm``)."""
+    if not kafka_jvm(pid):
+        raise BrokerRequestsError(f"the process on the broker's port (pid {pid}) is not the broker's JVM (a container's proxy?)")
+    return [_tool("jcmd", pid), str(pid)]
+
+
 def _jcmd(pid: int, *command: str) -> str:
-    return _run([jdk_tool("jcmd", pid), str(pid), *command])
+    return _run([*jcmd(pid), *command])
 
 
 def _free_port() -> int:
@@ -166,7 +173,7 @@ def parse(text: str) -> Reading:
 
 def request_counts(pid: int, port: int) -> Reading:
     """One reading of the broker ``pid``'s request meters through its JMX ``port``."""
-    command = [jdk_tool("java", pid), "-Xms16m", "-Xmx64m", "-XX:TieredStopAtLevel=1", "-cp", class_path(pid), JMX_TOOL]
+    command = [_tool("java", pid), "-Xms16m", "-Xmx64m", "-XX:TieredStopAtLevel=1", "-cp", class_path(pid), JMX_TOOL]
     command += ["--jmx-url", f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{port}/jmxrmi", "--object-name", MBEANS]
     command += ["--attributes", "Count", "--one-time", "true", "--report-format", "properties"]
     return parse(_run(command))
@@ -209,9 +216,6 @@ class WindowCounts:
     def __enter__(self) -> WindowCounts:
         if self.pid is None:
             self._fail("the broker's process was not found (by its port, or .stack/kafka/kafka.pid)")
-            return self
-        if not kafka_jvm(self.pid):
-            self._fail(f"the process on the broker's port (pid {self.pid}) is not the broker's JVM (a container's proxy?)")
             return self
         try:
             self.port = start_agent(self.pid)

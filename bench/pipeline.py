@@ -81,7 +81,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import broker_requests
-from procstat import STACK, PeakRss, cpu_seconds, kafka_jvm, load_average, proc_cpu_seconds, proc_status, stack_pids
+from procstat import STACK, PeakRss, cpu_seconds, load_average, proc_cpu_seconds, proc_status, stack_pids
 from profiles import Profiles
 from support.processes import Launched, free_port, stop
 from surveil.core.findings import AlertCode
@@ -736,11 +736,9 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         measured = {**pipeline.pids(), "simulator": simulator.pid, **stack}
         cpu_before, bench_cpu_before = cpu_seconds(measured), time.process_time()
         window_start = time.time()
-        profiled_pids = pipeline.pids() | {"simulator": simulator.pid}
-        jvms = {"kafka": stack["kafka"]} if "kafka" in stack and kafka_jvm(stack["kafka"]) else {}
-        if spec.profile and not jvms:
-            say("the broker is not profiled: no broker's JVM found (by its port, or .stack/kafka/kafka.pid)")
-        profiles = Profiles(spec.profile / f"{tables}-tables", profiled_pids, jvms) if spec.profile else None
+        pythons = pipeline.pids() | {"simulator": simulator.pid}
+        broker = {"kafka": stack["kafka"]} if "kafka" in stack else {}  # jcmd refuses what is not its JVM
+        profiles = Profiles(spec.profile / f"{tables}-tables", pythons, broker) if spec.profile else None
         if profiles:
             profiles.start(start + seconds - window_start)
         loads = [load_average()]

@@ -75,24 +75,28 @@ def listening_pid(port: int) -> int | None:
     return None
 
 
+def _runs(pid: int, word: str) -> bool:
+    """Whether ``pid``'s command line has ``word`` in it."""
+    try:
+        return word in Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return False
+
+
 def _from_pid_file(stack_dir: Path, name: str) -> int | None:
     file, word = STACK[name]
     try:
         pid = int((stack_dir / file).read_text().strip())
-        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except (FileNotFoundError, ValueError):
         return None
-    return pid if word in cmdline else None  # a recycled pid is not the stack's
+    return pid if _runs(pid, word) else None  # a recycled pid is not the stack's
 
 
 def kafka_jvm(pid: int) -> bool:
     """Whether ``pid`` is a broker's JVM (its command line runs ``kafka.Kafka``): what ``jcmd`` may
     be pointed at. jcmd signals its target (SIGQUIT), which ends a process that is not a JVM: the
     process on the broker's port may be another (docker-proxy, for a container's broker)."""
-    try:
-        return "kafka.Kafka" in Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except OSError:
-        return False
+    return _runs(pid, STACK["kafka"][1])
 
 
 def stack_pids(bootstrap: str, redis_url: str, prometheus_port: int, stack_dir: Path = ROOT / ".stack") -> dict[str, int]:

@@ -48,7 +48,8 @@ def jfr_samples(path: Path) -> Iterator[Sample]:
 
 
 def summary(path: Path, top: int, match: str, seconds: float | None) -> list[str]:
-    samples = jfr_samples(path) if path.suffix == ".jfr" else speedscope_samples(path)
+    jfr = path.suffix == ".jfr"
+    samples = jfr_samples(path) if jfr else speedscope_samples(path)
     total = 0.0
     threads: Counter[str] = Counter()
     inclusive: Counter[str] = Counter()
@@ -62,8 +63,8 @@ def summary(path: Path, top: int, match: str, seconds: float | None) -> list[str
             own[stack[-1]] += weight
     if not total:
         return [f"== {path.name}: no samples"]
-    size = f"{total:.0f} samples" if path.suffix == ".jfr" else f"{total:.1f} s sampled"
-    busy = f", {total / seconds:.0%} of a core" if seconds and path.suffix != ".jfr" else ""
+    size = f"{total:.0f} samples" if jfr else f"{total:.1f} s sampled"
+    busy = f", {total / seconds:.0%} of a core" if seconds and not jfr else ""
     lines = [f"== {path.name}: {size}{busy}", "  threads:"] + [f"  {n / total:6.1%}  {name}" for name, n in threads.most_common(8)]
     lines += ["  inclusive:"] + [f"  {n / total:6.1%}  {name}" for name, n in inclusive.most_common() if match in name][:top]
     lines += ["  self:"] + [f"  {n / total:6.1%}  {name}" for name, n in own.most_common(12)]

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import IO
 
-from broker_requests import BrokerRequestsError, jdk_tool
+from broker_requests import BrokerRequestsError, jcmd
 
 RATE = 50  # samples a second; py-spy's default (100) costs a loaded machine more than it tells
 
@@ -35,7 +35,7 @@ def py_spy() -> str:
 
 
 class Profiles:
-    """Each of ``pids`` (Python) and ``jvms`` (Java: a broker, ``procstat.kafka_jvm``) profiled for
+    """Each of ``pids`` (Python) and ``jvms`` (Java: a broker's, ``broker_requests.jcmd``) profiled for
     a stretch of time, into ``folder``/NAME.speedscope.json and ``folder``/NAME.jfr."""
 
     def __init__(self, folder: Path, pids: Mapping[str, int], jvms: Mapping[str, int] | None = None) -> None:
@@ -63,7 +63,7 @@ class Profiles:
                 try:
                     # "profile": Java stacks sampled every 10 ms (the default settings: 20), 64 frames
                     # deep; the JVM writes the file when the duration is over.
-                    command = [jdk_tool("jcmd", pid), str(pid), "JFR.start", "name=bench", f"duration={duration}s", "settings=profile"]
+                    command = [*jcmd(pid), "JFR.start", "name=bench", f"duration={duration}s", "settings=profile"]
                     started = subprocess.run([*command, f"filename={out.resolve()}"], stdout=log, stderr=subprocess.STDOUT, check=False)
                 except (OSError, BrokerRequestsError) as e:
                     log.write(f"{e}\n".encode())
