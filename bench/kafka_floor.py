@@ -49,7 +49,7 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
 from procstat import load_average, proc_cpu_seconds, stack_pids
-from surveil.runtime.config import Settings
+from surveil.runtime.config import UNMETERED, Settings
 from surveil.runtime.kafka import partition_for, producer_config
 
 PARTITIONS = 6  # the shared topics' count
@@ -83,6 +83,7 @@ def relay(source: str, sink: str, group: str, ratio: float, gather_ms: float) ->
     member = f"{group}-{settings.instance_id}"
     consumer = KafkaConsumer(
         **settings.kafka_client(),
+        **UNMETERED,
         group_id=group,
         group_instance_id=member,
         client_id=f"kafka-floor-relay-{settings.instance_id}",

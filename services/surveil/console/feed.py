@@ -23,7 +23,7 @@ from kafka.errors import KafkaError
 from prometheus_client import Counter, Gauge
 
 from ..events import codec, models, topics
-from ..runtime.config import Settings
+from ..runtime.config import UNMETERED, Settings
 
 READ_ALL = (topics.ALERTS, topics.ALERT_ACTIONS)  # from the start of the topic
 READ_RECENT = (topics.SHOE, topics.TABLE, topics.SETTLEMENT)  # from history_hours back
@@ -67,6 +67,7 @@ class Feed(threading.Thread):
     def _consumer(self) -> tuple[KafkaConsumer, dict[TopicPartition, int]]:
         consumer = KafkaConsumer(
             **self.settings.kafka_client(),
+            **UNMETERED,
             client_id=f"console-{self.settings.instance_id}",
             group_id=None,
             enable_auto_commit=False,
@@ -158,7 +159,7 @@ class ActionWriter:
         with self._lock:
             if self._producer is None:
                 self._producer = KafkaProducer(
-                    **self._settings.kafka_client(), acks="all", enable_idempotence=True, linger_ms=0, max_block_ms=10_000
+                    **self._settings.kafka_client(), **UNMETERED, acks="all", enable_idempotence=True, linger_ms=0, max_block_ms=10_000
                 )
             return self._producer
 

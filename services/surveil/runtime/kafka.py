@@ -51,7 +51,7 @@ from ..events import codec, deadletter, topics
 from ..events.models import Event
 from ..events.signing import HEADER, SIGNED_TOPICS, DeviceKeys
 from . import header_keys, metrics
-from .config import Settings
+from .config import UNMETERED, Settings
 from .devices import DeviceRecords
 from .processor import Processor, Rejected
 from .state import STORE_UNAVAILABLE, Backend, StaleProgress, State
@@ -86,6 +86,7 @@ def producer_config(settings: Settings) -> dict[str, Any]:
     """Durable publishing: every in-sync replica acknowledges, retries never duplicate."""
     return {
         **settings.kafka_client(),  # the broker and this principal's credentials
+        **UNMETERED,
         "acks": "all",
         "enable_idempotence": True,
         "linger_ms": settings.kafka_linger_ms,
@@ -181,6 +182,7 @@ class KafkaRunner:
         member = f"{self.topic_prefix}{processor.name}-{settings.instance_id}"
         self.consumer = KafkaConsumer(
             **settings.kafka_client(),
+            **UNMETERED,
             group_id=self.topic_prefix + processor.name,
             # Static membership: a restarted instance takes its own place back at once, instead
             # of waiting out the session of the process that died (45 s by default).

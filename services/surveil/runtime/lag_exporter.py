@@ -37,7 +37,7 @@ from prometheus_client import Counter, Gauge
 from ..events import topics
 from ..events.topics import INPUTS
 from . import logs, metrics
-from .config import Settings, kafka_client_config
+from .config import UNMETERED, Settings, kafka_client_config
 
 SERVICE = "lag-exporter"
 DEFAULT_INTERVAL = 5.0  # seconds between polls; Prometheus scrapes every 5 s
@@ -94,6 +94,7 @@ class LagReader:
         self.admin = KafkaAdminClient(**config, client_id=f"{prefix}{SERVICE}")
         self.consumer = KafkaConsumer(
             **config,
+            **UNMETERED,
             group_id=None,
             enable_auto_commit=False,
             isolation_level="read_committed",

@@ -11,10 +11,11 @@ from collections import defaultdict
 from pathlib import Path
 
 import pytest
+from kafka import KafkaConsumer, KafkaProducer
 
 from surveil.events import topics
 from surveil.runtime import access
-from surveil.runtime.config import Settings, kafka_client_config, redacted
+from surveil.runtime.config import UNMETERED, Settings, kafka_client_config, redacted
 from surveil.runtime.kafka import producer_config
 from surveil.runtime.lag_exporter import GROUPS
 from surveil.runtime.state import MemoryBackend, State
@@ -193,6 +194,12 @@ def test_the_producers_linger_is_a_setting_with_a_default_and_nothing_below_zero
         monkeypatch.setenv("KAFKA_LINGER_MS", wrong)
         with pytest.raises(ValueError, match="KAFKA_LINGER_MS"):
             Settings.from_env("shoe-reader")
+
+
+def test_the_long_running_clients_keep_no_kafka_python_metrics() -> None:
+    # Nothing reads them, and they cost a client 10 - 20 % of its CPU (docs/performance.md).
+    assert producer_config(Settings.from_env("shoe-reader"))["metrics_enabled"] is False
+    assert set(UNMETERED) <= set(KafkaConsumer.DEFAULT_CONFIG) & set(KafkaProducer.DEFAULT_CONFIG)
 
 
 @pytest.mark.parametrize(
