@@ -534,11 +534,11 @@ async def publish_checkpoints() -> None:
     every = round(CHECKPOINT_SECONDS)
     for partition, tables in sorted(heads.items()):
         for made in checkpoints(tables, now, SIGNER, partition, settings.partitions, every):
-            value = codec.encode(made)
-            if not topics.fits(made.subject.encode(), value):  # not sent: a send that fails stops the timer, and the worker
+            key, value = made.subject.encode(), codec.encode(made)
+            if not topics.fits(key, value):  # not sent: a send that fails stops the timer, and the worker
                 log.error("checkpoint too large", partition=partition, tables=len(made.data.tables), size=len(value))
                 continue
-            await alerts_topic.send(key=made.subject.encode(), value=value, partition=partition, headers=list(HEADERS[topics.ALERTS]))
+            await alerts_topic.send(key=key, value=value, partition=partition, headers=list(HEADERS[topics.ALERTS]))
 
 
 def _head_of(key: bytes) -> tuple[int, str]:
