@@ -12,7 +12,8 @@ no rules, no signatures.
 - A feeder (another child process): a ``Publisher``'s producer (not transactional) sending
   ``--rate`` records a second, each at its time, 250-byte values keyed by ``--tables`` table ids
   (the shape of a card read). Its cost per record is the floor under a service that only
-  produces (the shoe-reader, the simulated floor).
+  produces (the shoe-reader). ``--feeder librdkafka``: the feeder is the simulated floor's
+  devices' producer instead (``floor_producer.DeviceProducer``, confluent-kafka), to compare.
 
 After ``--warm-up`` s, over ``--seconds``: the CPU (utime + stime from /proc) of the relay, of the
 feeder and of the broker (the process listening on the bootstrap port), per input record and as a
@@ -28,6 +29,7 @@ batch gathers (fewer, larger transactions; what a service would add to each hop'
     .venv/bin/python bench/kafka_floor.py --rate 380 --seconds 60
     .venv/bin/python bench/kafka_floor.py --rate 0 --seconds 30            # idle
     .venv/bin/python bench/kafka_floor.py --rate 700 --outputs 1 --json kafka-floor.jsonl
+    .venv/bin/python bench/kafka_floor.py --rate 271 --feeder librdkafka   # the simulated floor's client
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
+from floor_producer import DeviceProducer
 from procstat import load_average, proc_cpu_seconds, stack_pids
 from surveil.runtime.config import UNMETERED, Settings
 from surveil.runtime.kafka import partition_for, producer_config
@@ -138,10 +141,11 @@ def relay(source: str, sink: str, group: str, ratio: float, gather_ms: float) ->
         producer.close()
 
 
-def feeder(topic: str, rate: float, tables: int) -> None:
-    """Child process: a ``Publisher``'s producer sending ``rate`` records a second to ``topic``,
-    each at its time."""
-    producer = KafkaProducer(**producer_config(Settings.from_env("kafka-floor-feeder")))
+def feeder(topic: str, rate: float, tables: int, client: str) -> None:
+    """Child process: a ``Publisher``'s producer (``client`` kafka-python) or the simulated
+    floor's (librdkafka) sending ``rate`` records a second to ``topic``, each at its time."""
+    settings = Settings.from_env("kafka-floor-feeder")
+    producer = KafkaProducer(**producer_config(settings)) if client == "kafka-python" else DeviceProducer(settings)
     value = b"x" * VALUE_BYTES
     keys = [f"T{n:04d}".encode() for n in range(1, tables + 1)]
     counts: list[tuple[int, ...]] = [(0,)]
@@ -151,7 +155,7 @@ def feeder(topic: str, rate: float, tables: int) -> None:
     started, sent = time.monotonic(), 0
     try:
         while not stop[0]:
-            producer.send(topic, key=keys[sent % tables], value=value)
+            producer.send(topic, key=keys[sent % tables], value=value, headers=[])
             sent += 1
             counts[0] = (sent,)
             wait = started + sent / rate - time.monotonic()
@@ -212,6 +216,7 @@ def main() -> None:
     parser.add_argument("--outputs", type=float, default=0.6, help="records the relay writes per record read")
     parser.add_argument("--gather-ms", type=float, default=0.0, help="the relay waits this long after each transaction")
     parser.add_argument("--records-per-round", type=float, default=18.6, help="records a service reads a round")
+    parser.add_argument("--feeder", choices=("kafka-python", "librdkafka"), default="kafka-python", help="the feeder's client")
     parser.add_argument("--json", type=Path, help="append the result here as one JSON line")
     parser.add_argument("--relay", nargs=3, metavar=("SOURCE", "SINK", "GROUP"), help=argparse.SUPPRESS)
     parser.add_argument("--feed", metavar="TOPIC", help=argparse.SUPPRESS)
@@ -221,7 +226,7 @@ def main() -> None:
         relay(source, sink, group, args.outputs, args.gather_ms)
         return
     if args.feed:
-        feeder(args.feed, args.rate, args.tables)
+        feeder(args.feed, args.rate, args.tables, args.feeder)
         return
 
     settings = Settings.from_env("bench")
@@ -240,7 +245,7 @@ def main() -> None:
         _line(relayer, 120, "readiness")
         fed = None
         if args.rate > 0:
-            fed = _child(["--rate", str(args.rate), "--tables", str(args.tables), "--feed", source], log)
+            fed = _child(["--rate", str(args.rate), "--tables", str(args.tables), "--feeder", args.feeder, "--feed", source], log)
             children.append(fed)
             _line(fed, 60, "readiness")
         say(
@@ -280,6 +285,7 @@ def main() -> None:
         "tables": args.tables,
         "outputs_per_record": args.outputs,
         "gather_ms": args.gather_ms,
+        "feeder": args.feeder,
         "fed": fed_count,
         "read": read,
         "written": written,
@@ -313,7 +319,7 @@ def main() -> None:
             f"({args.outputs:g} out per record)"
         )
         if "feeder" in per_read:
-            print(f"  feeder: {per_read['feeder']:.0f} us CPU a record sent, {share['feeder']:.1f} % of a core")
+            print(f"  feeder ({args.feeder}): {per_read['feeder']:.0f} us CPU a record sent, {share['feeder']:.1f} % of a core")
         if "broker" in per_read:
             print(f"  broker: {per_read['broker']:.0f} us CPU a record relayed, {share['broker']:.1f} % of a core")
     else:

@@ -508,9 +508,9 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
     play them; report through ``pipe``."""
     import surveil.sim.live as live_module
     import surveil.sim.table as table_module
+    from floor_producer import floor_publisher
     from surveil.events.signing import DeviceKeys, console_device, shoe_device
     from surveil.runtime.devices import KeyStore
-    from surveil.runtime.kafka import Publisher
     from surveil.sim.floor import Floor
     from surveil.sim.table import TableInput, Truth
 
@@ -543,7 +543,7 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
         for device in (shoe_device(table.table_id), console_device(table.table_id)):
             store.issue(device)
     keys = DeviceKeys(store)
-    publisher = Publisher(spec.settings, keys)  # connected before the start: every event's time is when it is sent
+    publisher = floor_publisher(spec.settings, keys)  # connected before the start: every event's time is when it is sent
     run = live_module.LiveRun()
     clock: dict[str, float] = {}
 

@@ -46,6 +46,7 @@ from kafka import KafkaConsumer, TopicPartition
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
+from floor_producer import floor_publisher
 from support.processes import Launched, free_port, listening, stop
 from surveil.events import codec, topics
 from surveil.events import models as m
@@ -143,7 +144,7 @@ class Deployment:
         settings = dataclasses.replace(Settings.from_env("floor-simulator"), kafka_bootstrap=self.bootstrap, topic_prefix=self.prefix)
         if self.access is not None:
             settings = self.access.settings(settings, FLOOR_SIMULATOR)
-        return Publisher(settings, self.keys, linger_ms=20)
+        return floor_publisher(dataclasses.replace(settings, kafka_linger_ms=20), self.keys)
 
 
 class Completions(threading.Thread):

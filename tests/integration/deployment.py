@@ -211,13 +211,15 @@ class Deployment:
         """The floor's devices' keys, each issued into the key store when the device first signs."""
         return DeviceKeys(Provisioned(self.key_store))
 
+    def client_settings(self, principal: str = FLOOR_SIMULATOR) -> Settings:
+        """A client's settings in this deployment, logged in as ``principal``."""
+        settings = dataclasses.replace(Settings.from_env(principal), kafka_bootstrap=self.bootstrap, topic_prefix=self.topic_prefix)
+        return settings if self.access is None else self.access.settings(settings, principal)
+
     def publisher(self, principal: str = FLOOR_SIMULATOR, keys: DeviceKeys | None = None, **overrides: Any) -> Publisher:
         """A publisher as ``principal`` (the floor's devices by default, signing with ``keys``;
         ``overrides``: the producer's settings)."""
-        settings = dataclasses.replace(Settings.from_env(principal), kafka_bootstrap=self.bootstrap, topic_prefix=self.topic_prefix)
-        if self.access is not None:
-            settings = self.access.settings(settings, principal)
-        return Publisher(settings, keys, **overrides)
+        return Publisher(self.client_settings(principal), keys, **overrides)
 
     def play(self, floor: Floor, pace: float, inputs: Callable[[Publisher], Any] = lambda publisher: publisher) -> LiveRun:
         """Play ``floor`` (anything with ``actions()``) live: its shoes' lines, signed, to the

@@ -110,11 +110,13 @@ class Publisher:
     """Publishes events keyed by table id (each table's events stay in order on one partition).
     With ``keys`` (a device gateway's), events of a device topic go out signed."""
 
-    def __init__(self, settings: Settings, keys: DeviceKeys | None = None, **overrides: Any) -> None:
+    def __init__(self, settings: Settings, keys: DeviceKeys | None = None, producer: Any = None, **overrides: Any) -> None:
         self.service = settings.service
         self.topic_prefix = settings.topic_prefix
         self.keys = keys
-        self.producer = KafkaProducer(**(producer_config(settings) | overrides))
+        # ``producer``: another client with kafka-python's ``send``, ``flush`` and ``close`` (the
+        # benchmarks' simulated devices); else a KafkaProducer with ``overrides`` to its settings.
+        self.producer = producer or KafkaProducer(**(producer_config(settings) | overrides))
 
     def publish(self, event: Event) -> Any:
         """Send ``event``; returns the send's future (done once the broker acknowledged it)."""
