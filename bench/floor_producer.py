@@ -3,14 +3,14 @@
 A table's devices (its shoe's gateway, its betting console) are not the services, and their
 Kafka client is theirs to choose. The benchmarks play a whole floor's devices from one process on
 the machine the pipeline runs on, so what that process spends is taken from the services: through
-kafka-python it spent 10 - 11 ms of CPU a round at 1,000 tables, most of it in kafka-python's I/O
+kafka-python it spent 9.7 - 11.3 ms of CPU a round at 1,000 tables, most of it in kafka-python's I/O
 thread. librdkafka (confluent-kafka) sends the same records for a fifth of the CPU a record
 (docs/performance.md, "The simulated floor"). The services keep kafka-python.
 
-``DeviceProducer`` is what ``Publisher`` needs of a producer (``send``, ``flush``, ``close``):
-idempotent, every in-sync replica acknowledging, each record on the partition ``partition_for``
-gives its key (as every producer of the keyed topics), lingering ``KAFKA_LINGER_MS`` as the
-services' producers outside a transaction. A record the broker did not take fails ``flush``.
+``DeviceProducer`` is what ``Publisher`` needs of a producer (``send``, ``flush``, ``close``), with
+the settings of the services' own producers (``producer_config``, translated), each record on the
+partition ``partition_for`` gives its key, as every producer of the keyed topics. A record the
+broker refuses fails the next ``send`` or ``flush``.
 """
 
 from __future__ import annotations
@@ -22,48 +22,58 @@ from confluent_kafka import KafkaException, Producer
 from surveil.events import topics
 from surveil.events.signing import DeviceKeys
 from surveil.runtime.config import Settings
-from surveil.runtime.kafka import Publisher, partition_for
+from surveil.runtime.kafka import Publisher, partition_for, producer_config
 
-# kafka-python's keyword arguments (``Settings.kafka_client``, where how a client proves who it
-# is gets decided) by librdkafka's names. One it does not know fails here, never silently.
-LIBRDKAFKA_NAMES = {
+# kafka-python's settings (``producer_config``, and in it ``Settings.kafka_client``, where how a
+# client proves who it is gets decided) by librdkafka's names; None: nothing to set (librdkafka
+# keeps no statistics unless asked). One not in the table fails here, never silently.
+LIBRDKAFKA_NAMES: dict[str, str | None] = {
     "bootstrap_servers": "bootstrap.servers",
     "security_protocol": "security.protocol",
     "sasl_mechanism": "sasl.mechanism",
     "sasl_plain_username": "sasl.username",
     "sasl_plain_password": "sasl.password",
     "ssl_cafile": "ssl.ca.location",
+    "ssl_check_hostname": "ssl.endpoint.identification.algorithm",
+    "metrics_enabled": None,
+    "acks": "acks",
+    "enable_idempotence": "enable.idempotence",
+    "linger_ms": "linger.ms",
+    "batch_size": "batch.size",
+    "retries": "retries",
+    "delivery_timeout_ms": "message.timeout.ms",
+    "max_request_size": "message.max.bytes",
+    "client_id": "client.id",
 }
 
 
-def librdkafka_config(settings: Settings) -> dict[str, Any]:
-    """librdkafka's settings for reaching the broker as ``settings``' principal."""
+def librdkafka_config(kafka_python: dict[str, Any]) -> dict[str, Any]:
+    """``kafka_python``'s settings in librdkafka's names."""
     config: dict[str, Any] = {}
-    for name, value in settings.kafka_client().items():
+    for name, value in kafka_python.items():
+        translated = LIBRDKAFKA_NAMES[name]
+        if translated is None or value is None:
+            continue
         if name == "ssl_check_hostname":
-            config["ssl.endpoint.identification.algorithm"] = "https" if value else "none"
-        elif value is not None:
-            config[LIBRDKAFKA_NAMES[name]] = value
+            value = "https" if value else "none"
+        config[translated] = value
     return config
 
 
 class DeviceProducer:
-    def __init__(self, settings: Settings, **overrides: Any) -> None:
+    def __init__(self, settings: Settings, **librdkafka_overrides: Any) -> None:
         self.failures: list[str] = []
         self._partitions: dict[str, int] = {}
-        self._producer = Producer(
-            librdkafka_config(settings)
-            | {
-                "acks": "all",
-                "enable.idempotence": True,
-                "linger.ms": settings.kafka_linger_ms,
-                "message.max.bytes": topics.MAX_RECORD_BYTES,
-                "client.id": f"{settings.service}-{settings.instance_id}",
-            }
-            | overrides
-        )
+        self._producer = Producer(librdkafka_config(producer_config(settings)) | librdkafka_overrides)
+
+    def prepare(self, *names: str) -> None:
+        """Connect, and learn the partitions of the topics ``names`` (their full names), now
+        rather than at their first records: a wrong password or a missing topic fails here."""
+        for name in names:
+            self._partition_count(name)
 
     def send(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]]) -> None:
+        self._raise_failures()
         partition = partition_for(key, self._partition_count(topic))
         while True:
             try:
@@ -71,6 +81,7 @@ class DeviceProducer:
                 break
             except BufferError:  # its queue is full (a floor played as fast as it goes): let some out
                 self._producer.poll(0.05)
+                self._raise_failures()
         self._producer.poll(0)  # delivery reports of earlier records
 
     def _partition_count(self, topic: str) -> int:
@@ -85,15 +96,25 @@ class DeviceProducer:
         if error is not None:
             self.failures.append(f"{record.topic()} key {record.key()!r}: {error}")
 
-    def flush(self, timeout: float = 120) -> None:
+    def _raise_failures(self) -> None:
+        if self.failures:
+            raise KafkaException(f"{len(self.failures)} refused, the first: {self.failures[0]}")
+
+    def flush(self, timeout: float = 180) -> None:
+        """Wait until every record is acknowledged; raise if one was refused or is still unsent
+        after ``timeout`` s (past the delivery timeout, librdkafka has given up on it)."""
         left = self._producer.flush(timeout)
-        if left or self.failures:
-            raise KafkaException(f"{left} records not sent after {timeout} s; {len(self.failures)} refused, the first: {self.failures[:1]}")
+        self._raise_failures()
+        if left:
+            raise KafkaException(f"{left} records not sent after {timeout} s")
 
     def close(self) -> None:
         self.flush()
 
 
-def floor_publisher(settings: Settings, keys: DeviceKeys, **overrides: Any) -> Publisher:
-    """A ``Publisher`` of the floor's devices (signing with ``keys``) over librdkafka."""
-    return Publisher(settings, keys, producer=DeviceProducer(settings, **overrides))
+def floor_publisher(settings: Settings, keys: DeviceKeys, **librdkafka_overrides: Any) -> Publisher:
+    """A ``Publisher`` of the floor's devices (their inputs, signed with ``keys``) over librdkafka,
+    connected."""
+    producer = DeviceProducer(settings, **librdkafka_overrides)
+    producer.prepare(settings.topic(topics.INPUTS))
+    return Publisher(settings, keys, producer=producer)

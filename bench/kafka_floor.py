@@ -145,7 +145,11 @@ def feeder(topic: str, rate: float, tables: int, client: str) -> None:
     """Child process: a ``Publisher``'s producer (``client`` kafka-python) or the simulated
     floor's (librdkafka) sending ``rate`` records a second to ``topic``, each at its time."""
     settings = Settings.from_env("kafka-floor-feeder")
-    producer = KafkaProducer(**producer_config(settings)) if client == "kafka-python" else DeviceProducer(settings)
+    if client == "kafka-python":
+        producer = KafkaProducer(**producer_config(settings))
+    else:
+        producer = DeviceProducer(settings)
+        producer.prepare(topic)
     value = b"x" * VALUE_BYTES
     keys = [f"T{n:04d}".encode() for n in range(1, tables + 1)]
     counts: list[tuple[int, ...]] = [(0,)]

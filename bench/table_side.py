@@ -4,8 +4,9 @@ speed.
 
 Each measurement gets its own deployment: fresh topics under a TOPIC_PREFIX, its own REDIS_PREFIX,
 and `surveil serve shoe-reader` and `surveil serve table-controller` as subprocesses; all is
-deleted afterwards. The simulated floor is played to it as `surveil simulate --live` plays it: the
-shoes' lines over one TCP connection to the shoe-reader, the inputs to `baccarat.inputs`; its
+deleted afterwards. The simulated floor is played to it as `surveil simulate --live` plays it (but
+its inputs sent through librdkafka, `floor_producer.py`): the shoes' lines over one TCP
+connection to the shoe-reader, the inputs to `baccarat.inputs`; its
 actions are generated before the clock starts, so the measurement has the sending in it, not the
 simulation.
 

@@ -116,10 +116,13 @@ class Publisher:
         self.keys = keys
         # ``producer``: another client with kafka-python's ``send``, ``flush`` and ``close`` (the
         # benchmarks' simulated devices); else a KafkaProducer with ``overrides`` to its settings.
-        self.producer = producer or KafkaProducer(**(producer_config(settings) | overrides))
+        if producer is not None and overrides:
+            raise ValueError("overrides are a KafkaProducer's settings: give them to the producer passed instead")
+        self.producer = producer if producer is not None else KafkaProducer(**(producer_config(settings) | overrides))
 
     def publish(self, event: Event) -> Any:
-        """Send ``event``; returns the send's future (done once the broker acknowledged it)."""
+        """Send ``event``; returns the KafkaProducer's future of the send (done once the broker
+        acknowledged it), or what another producer's ``send`` returns."""
         return self.publish_raw(event.topic, event.subject.encode(), codec.encode(event))
 
     def publish_raw(self, topic: str, key: bytes, value: bytes) -> Any:

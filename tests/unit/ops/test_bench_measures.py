@@ -17,10 +17,14 @@ from typing import Any
 
 import pytest
 
+from surveil.runtime.config import Settings
+from surveil.runtime.kafka import producer_config
+
 BENCH = Path(__file__).resolve().parents[3] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import broker_requests  # noqa: E402
+import floor_producer  # noqa: E402
 import pipeline  # noqa: E402
 import procstat  # noqa: E402
 import profile_summary  # noqa: E402
@@ -304,3 +308,38 @@ def test_only_a_brokers_jvm_is_taken_for_one() -> None:
     finally:
         broker.kill()
         broker.wait()
+
+
+# ---- the simulated floor's client (bench/floor_producer.py) -------------------------------------
+
+
+def test_the_floors_devices_produce_with_the_services_producer_settings_in_librdkafkas_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in {
+        "KAFKA_BOOTSTRAP": "broker:9093",
+        "KAFKA_SECURITY_PROTOCOL": "SASL_SSL",
+        "KAFKA_USERNAME": "floor-simulator",
+        "KAFKA_PASSWORD": "secret",
+        "KAFKA_SSL_CAFILE": "/run/secrets/ca.pem",
+        "KAFKA_LINGER_MS": "7",
+    }.items():
+        monkeypatch.setenv(name, value)
+    config = floor_producer.librdkafka_config(producer_config(Settings.from_env("floor-simulator")))
+    assert config | {"client.id": "-"} == {
+        "bootstrap.servers": "broker:9093",
+        "security.protocol": "SASL_SSL",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.username": "floor-simulator",
+        "sasl.password": "secret",
+        "ssl.ca.location": "/run/secrets/ca.pem",
+        "ssl.endpoint.identification.algorithm": "https",
+        "acks": "all",
+        "enable.idempotence": True,
+        "linger.ms": 7,
+        "batch.size": 1024 * 1024,
+        "retries": 2**31 - 1,
+        "message.timeout.ms": 120_000,
+        "message.max.bytes": 1_048_576,
+        "client.id": "-",
+    }
+    with pytest.raises(KeyError, match="compression_type"):  # a setting it cannot translate is never dropped
+        floor_producer.librdkafka_config({"compression_type": None})
