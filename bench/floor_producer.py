@@ -1,4 +1,4 @@
-"""The simulated floor's Kafka client: the devices' side of the broker, not a service's.
+"""The simulated floor's devices: their Kafka client, and their records made before play.
 
 A table's devices (its shoe's gateway, its betting console) are not the services, and their
 Kafka client is theirs to choose. The benchmarks play a whole floor's devices from one process on
@@ -11,18 +11,28 @@ thread. librdkafka (confluent-kafka) sends the same records for a fifth of the C
 the settings of the services' own producers (``producer_config``, translated), each record on the
 partition ``partition_for`` gives its key, as every producer of the keyed topics. A record the
 broker refuses fails the next ``send`` or ``flush``.
+
+A device encodes and signs what it sends on its own hardware. The benchmarks' floor does that for
+every record before play (``made_ahead``), so that during play it only sends: its shoe lines
+signed, its inputs encoded with their signature headers, each record sent at its time as before.
 """
 
 from __future__ import annotations
 
+import dataclasses
+from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 from confluent_kafka import KafkaException, Producer
 
-from surveil.events import topics
+from surveil.events import codec, topics
+from surveil.events.models import Event
+from surveil.events.shoe_protocol import signed_line
 from surveil.events.signing import DeviceKeys
 from surveil.runtime.config import Settings
 from surveil.runtime.kafka import Publisher, partition_for, producer_config
+from surveil.sim.table import Action, ShoeLine, TableInput
 
 # kafka-python's settings (``producer_config``, and in it ``Settings.kafka_client``, where how a
 # client proves who it is gets decided) by librdkafka's names; None: nothing to set (librdkafka
@@ -118,3 +128,34 @@ def floor_publisher(settings: Settings, keys: DeviceKeys, **librdkafka_overrides
     producer = DeviceProducer(settings, **librdkafka_overrides)
     producer.prepare(settings.topic(topics.INPUTS))
     return Publisher(settings, keys, producer=producer)
+
+
+class MadeAhead:
+    """A ``Publisher``'s records made before play: ``publish`` sends the next one made, which must
+    be the one made of the event it is handed (play_live hands them in the order of the actions)."""
+
+    def __init__(self, publisher: Publisher, events: Iterable[Event]) -> None:
+        self.producer = publisher.producer
+        self.records: deque[tuple[str, str, bytes, bytes, list[tuple[str, bytes]]]] = deque()
+        for event in events:
+            key, value = event.subject.encode(), codec.encode(event)
+            headers = publisher.headers(event.topic, key, value)
+            self.records.append((event.id, publisher.topic_prefix + event.topic, key, value, headers))
+
+    def publish(self, event: Event) -> None:
+        made_of, topic, key, value, headers = self.records.popleft()
+        if made_of != event.id:
+            raise RuntimeError(f"the record made ahead is of {made_of}, not of {event.id}: the inputs came out of order")
+        self.producer.send(topic, key=key, value=value, headers=headers)
+
+    def flush(self) -> None:
+        self.producer.flush()
+
+    def close(self) -> None:
+        self.producer.close()
+
+
+def made_ahead(actions: list[Action], publisher: Publisher, keys: DeviceKeys) -> tuple[list[Action], MadeAhead]:
+    """``actions`` with their shoe lines signed, and a publisher of their inputs, made ahead."""
+    signed = [dataclasses.replace(a, line=signed_line(a.line, keys)) if isinstance(a, ShoeLine) else a for a in actions]
+    return signed, MadeAhead(publisher, (a.event for a in actions if isinstance(a, TableInput)))

@@ -50,7 +50,6 @@ under a fresh TOPIC_PREFIX, Redis keys under its REDIS_PREFIX, ACLs and Redis us
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import math
 import multiprocessing
@@ -73,6 +72,7 @@ from types import SimpleNamespace
 from typing import Any, TypeVar
 
 import redis
+import uvloop
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.errors import KafkaError
 from prometheus_client.parser import text_string_to_metric_families
@@ -92,6 +92,7 @@ from surveil.runtime.access import FLOOR_SIMULATOR, PrefixAccess
 from surveil.runtime.alert_keys import PRIVATE_FILE, generate
 from surveil.runtime.config import Settings, kafka_client_config
 from surveil.runtime.topic_admin import create_topics, delete_topics, partitions_from_env
+from surveil.sim.live import TICK_SECONDS
 
 SERVICES = ("shoe-reader", "table-controller", "settlement", "anomaly-detection")
 CONSUMERS = ("table-controller", "settlement", "anomaly-detection")  # consumer groups, named after the service
@@ -501,14 +502,16 @@ class PlaySpec:
     settings: Settings  # the floor-simulator's, as the deployment's principal
     reader_port: int
     device_keys: str  # the key store: the child issues a key for each device of its floor
+    tick: float = TICK_SECONDS  # the play's loop wakes at most this often (play_live)
 
 
 def _play(spec: PlaySpec, pipe: Any) -> None:
-    """Child process: generate the floor's actions (with START at ``spec.start``), wait for it,
-    play them; report through ``pipe``."""
+    """Child process: generate the floor's actions (with START at ``spec.start``) and the
+    devices' records (signed, ``made_ahead``), wait for the start, play them; report through
+    ``pipe``."""
     import surveil.sim.live as live_module
     import surveil.sim.table as table_module
-    from floor_producer import floor_publisher
+    from floor_producer import floor_publisher, made_ahead
     from surveil.events.signing import DeviceKeys, console_device, shoe_device
     from surveil.runtime.devices import KeyStore
     from surveil.sim.floor import Floor
@@ -533,17 +536,18 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
         elif isinstance(action, TableInput) and isinstance(action.event, m.Result):
             round_ends.append((action.time - start_of_floor).total_seconds() * scale)
             labels += pending.pop(action.table_id, [])
-    generated = time.perf_counter() - generating
-    pipe.send({"generated_seconds": generated, "actions": len(actions), "rounds": len(round_ends), "round_ends": round_ends})
-    if spec.start is not None and spec.start < time.time():
-        pipe.send({"error": f"generating took {generated:.0f} s: {time.time() - spec.start:.1f} s past the start; give it more --lead"})
-        return
     store = KeyStore(spec.device_keys)
     for table in floor.tables:
         for device in (shoe_device(table.table_id), console_device(table.table_id)):
             store.issue(device)
     keys = DeviceKeys(store)
-    publisher = floor_publisher(spec.settings, keys)  # connected before the start: every event's time is when it is sent
+    # Connected before the start: every event's time is when it is sent.
+    actions, publisher = made_ahead(actions, floor_publisher(spec.settings, keys), keys)
+    generated = time.perf_counter() - generating
+    pipe.send({"generated_seconds": generated, "actions": len(actions), "rounds": len(round_ends), "round_ends": round_ends})
+    if spec.start is not None and spec.start < time.time():
+        pipe.send({"error": f"generating took {generated:.0f} s: {time.time() - spec.start:.1f} s past the start; give it more --lead"})
+        return
     run = live_module.LiveRun()
     clock: dict[str, float] = {}
 
@@ -557,14 +561,14 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
                 gateway,
                 spec.pace,  # type: ignore[arg-type]
                 run=run,
-                keys=keys,
                 origin=spec.start,
+                tick=spec.tick,
             )
         finally:
             await gateway.close()
 
     cpu = time.process_time()
-    asyncio.run(play())
+    uvloop.run(play())  # libuv's loop: a wake of the floor costs a third less CPU than asyncio's own
     ended = time.time()
     publisher.close()
     pipe.send(
@@ -674,6 +678,7 @@ class LiveSpec:
     prometheus_port: int = 9090  # the stack's, to find its process
     profile: Path | None = None  # py-spy's profiles of each process go here
     broker_requests: bool = False  # read the broker's request meters (opens a JMX port in it for the run)
+    floor_tick: float = TICK_SECONDS  # the simulated floor's loop wakes at most this often
 
 
 def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
@@ -700,6 +705,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
                 pipeline.settings(FLOOR_SIMULATOR),
                 pipeline.reader_port,
                 pipeline.device_keys,
+                spec.floor_tick,
             )
         )
         stack = stack_pids(bootstrap, redis_url, spec.prometheus_port)
@@ -1175,6 +1181,13 @@ def main() -> None:
         "opens an UNAUTHENTICATED JMX port in the running broker, on 127.0.0.1, while the run measures (jcmd "
         "ManagementAgent.start; closed after the window); needs jcmd, java and the broker's kafka-tools jar",
     )
+    p_live.add_argument(
+        "--floor-tick-ms",
+        type=float,
+        default=1000 * TICK_SECONDS,
+        help="the simulated floor wakes at most this often and sends what is due together: each action goes out "
+        "up to this late, which card read to alert includes (default %(default)g; 0: each at its time)",
+    )
     p_full = sub.add_parser("full-speed", help="a floor as fast as it goes")
     p_full.add_argument("--tables", type=int, default=100)
     p_full.add_argument("--shoes", type=int, default=1)
@@ -1197,6 +1210,7 @@ def main() -> None:
                 args.prometheus_port,
                 args.profile,
                 args.broker_requests,
+                args.floor_tick_ms / 1000,
             )
             results.append(live(args.bootstrap, args.redis, spec))
             print(show(results[-1]), flush=True)

@@ -126,13 +126,18 @@ class Publisher:
         return self.publish_raw(event.topic, event.subject.encode(), codec.encode(event))
 
     def publish_raw(self, topic: str, key: bytes, value: bytes) -> Any:
-        device = SIGNED_TOPICS.get(topic)
-        headers = topics.headers(topic)
-        if self.keys is not None and device is not None:
-            headers.append((HEADER, self.keys.header(device(key.decode()), value)))
-        future = self.producer.send(self.topic_prefix + topic, key=key, value=value, headers=headers)
+        future = self.producer.send(self.topic_prefix + topic, key=key, value=value, headers=self.headers(topic, key, value))
         metrics.EVENTS_PRODUCED.labels(self.service, topic).inc()
         return future
+
+    def headers(self, topic: str, key: bytes, value: bytes) -> list[tuple[str, bytes]]:
+        """The headers of a record on ``topic`` (its contract name): with ``keys``, a device
+        topic's carry the device's signature, under its next counter."""
+        headers = topics.headers(topic)
+        device = SIGNED_TOPICS.get(topic)
+        if self.keys is not None and device is not None:
+            headers.append((HEADER, self.keys.header(device(key.decode()), value)))
+        return headers
 
     def flush(self) -> None:
         self.producer.flush()

@@ -21,9 +21,11 @@ from ..events.signing import DeviceKeys
 from ..runtime.kafka import Publisher
 from .floor import Floor
 from .injections import Label
-from .table import ROUND_SECONDS, START, ShoeLine, TableInput, Truth
+from .table import ROUND_SECONDS, START, Action, ShoeLine, TableInput, Truth
 
 RECONNECT_SECONDS = (0.1, 2.0)  # first and longest wait between connection attempts
+TICK_SECONDS = 0.005  # the play's loop wakes at most this often; what is due goes out together
+BATCH_MOST = 256  # actions sent before the loop lets others in, when they are all due
 
 
 class ShoeGateway:
@@ -33,6 +35,7 @@ class ShoeGateway:
         self.host, self.port = host, port
         self.give_up_after = give_up_after
         self.unacked: dict[str, deque[tuple[int, bytes]]] = {}
+        self.unsent: list[bytes] = []  # written, not yet handed to the connection
         self.writer: asyncio.StreamWriter | None = None
         self.acks: asyncio.Task[None] | None = None
         self.changed = asyncio.Event()  # an acknowledgement arrived or the connection dropped
@@ -44,10 +47,23 @@ class ShoeGateway:
         return sum(len(lines) for lines in self.unacked.values())
 
     async def send(self, table_id: str, seq: int, line: bytes) -> None:
-        writer = await self._connected()
+        """One line, sent now."""
+        self.write(table_id, seq, line)
+        await self.drain()
+
+    def write(self, table_id: str, seq: int, line: bytes) -> None:
+        """Keep ``line`` until it is acknowledged; the next ``drain`` sends it, with the others
+        written since, in one write to the connection."""
         self.unacked.setdefault(table_id, deque()).append((seq, line))
+        self.unsent.append(line)
+
+    async def drain(self) -> None:
+        """Send what was written (connecting if need be, and then resending what is not
+        acknowledged), and wait until the connection has taken it."""
+        writer = await self._connected()
+        writer.writelines(self.unsent)
+        self.unsent.clear()
         try:
-            writer.write(line)
             await writer.drain()
         except ConnectionError:
             self._lost()  # resent, with the others not acknowledged, on the next connection
@@ -84,6 +100,7 @@ class ShoeGateway:
             self.reconnects += 1
         self.writer = writer
         self.acks = asyncio.create_task(self._read_acks(reader, writer))
+        self.unsent.clear()  # unacknowledged too: resent now
         resend = [line for lines in self.unacked.values() for _, line in lines]
         if resend:
             self.log.info("reconnected; resending unacknowledged lines", lines=len(resend))
@@ -129,27 +146,58 @@ async def play_live(
     run: LiveRun | None = None,
     keys: DeviceKeys | None = None,
     origin: float | None = None,
+    tick: float = TICK_SECONDS,
 ) -> LiveRun:
     """Play ``floor``: ``pace`` wall-clock seconds per simulated round (``ROUND_SECONDS`` of
     table time), or as fast as the reader and broker take it when ``pace`` is 0. ``run`` counts
     what was sent, also for a caller that stops the play before the floor is over. With ``keys``
     the shoes sign their lines (and ``publisher``, made with the same keys, the inputs). ``origin``
     is the wall-clock time (``time.time()``) the floor's ``START`` stands for, so that every line
-    goes out at its event time; by default, now."""
+    goes out at its event time; by default, now.
+
+    The loop wakes at most once a ``tick`` (seconds) and sends what is due together: one write
+    to the reader and the producer's records handed over at once, rather than a wake of each for
+    every action of a busy floor. An action goes out at its time or up to a tick after it, never
+    before."""
     run = run or LiveRun()
     loop = asyncio.get_running_loop()
     scale = pace / ROUND_SECONDS
     began = loop.time() - (time.time() - origin if origin is not None else 0.0)
+    due: list[Action] = []
+    next_wake = 0.0  # the loop's earliest next wake: a tick after the last
     for number, action in enumerate(floor.actions()):
-        delay = began + (action.time - START).total_seconds() * scale - loop.time() if scale else 0.0
-        if delay > 0:
-            await asyncio.sleep(delay)
-        else:
-            run.most_behind = max(run.most_behind, -delay)
-            if number % 256 == 0:
-                await asyncio.sleep(0)  # let acknowledgements (and cancellation) in
+        at = began + (action.time - START).total_seconds() * scale
+        if at > loop.time():
+            await _send(due, publisher, gateway, run, on_label, keys)
+            await asyncio.sleep(max(at, next_wake) - loop.time())
+            next_wake = loop.time() + tick
+        elif len(due) >= BATCH_MOST:  # as fast as it goes, or behind
+            await _send(due, publisher, gateway, run, on_label, keys)
+            await asyncio.sleep(0)  # let acknowledgements (and cancellation) in
+        run.most_behind = max(run.most_behind, loop.time() - at)
+        due.append(action)
+        if on_progress is not None and number % 1000 == 0:
+            on_progress(run)
+    await _send(due, publisher, gateway, run, on_label, keys)
+    publisher.flush()
+    await gateway.wait_acknowledged(timeout=gateway.give_up_after)
+    run.reconnects = gateway.reconnects
+    return run
+
+
+async def _send(
+    actions: list[Action],
+    publisher: Publisher,
+    gateway: ShoeGateway,
+    run: LiveRun,
+    on_label: Callable[[Label], None] | None,
+    keys: DeviceKeys | None,
+) -> None:
+    """Send ``actions`` (and empty the list)."""
+    lines = run.lines
+    for action in actions:
         if isinstance(action, ShoeLine):
-            await gateway.send(action.table_id, action.seq, signed_line(action.line, keys) if keys else action.line)
+            gateway.write(action.table_id, action.seq, signed_line(action.line, keys) if keys else action.line)
             run.lines += 1
         elif isinstance(action, TableInput):
             publisher.publish(action.event)
@@ -158,9 +206,6 @@ async def play_live(
             run.labels += 1
             if on_label is not None:
                 on_label(action.label)
-        if on_progress is not None and number % 1000 == 0:
-            on_progress(run)
-    publisher.flush()
-    await gateway.wait_acknowledged(timeout=gateway.give_up_after)
-    run.reconnects = gateway.reconnects
-    return run
+    actions.clear()
+    if run.lines > lines:
+        await gateway.drain()
