@@ -174,7 +174,8 @@ async def play_live(
         elif len(due) >= BATCH_MOST:  # as fast as it goes, or behind
             await _send(due, publisher, gateway, run, on_label, keys)
             await asyncio.sleep(0)  # let acknowledgements (and cancellation) in
-        run.most_behind = max(run.most_behind, loop.time() - at)
+        if scale:
+            run.most_behind = max(run.most_behind, loop.time() - at)
         due.append(action)
         if on_progress is not None and number % 1000 == 0:
             on_progress(run)

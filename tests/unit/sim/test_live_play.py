@@ -76,3 +76,15 @@ def test_the_shoe_lines_due_at_a_wake_go_out_in_one_write() -> None:
     lines = [ShoeLine(START + timedelta(milliseconds=ms), "T01", seq, b"line %d\n" % seq) for seq, ms in enumerate((0, 10, 20, 30), 1)]
     sent = play(lines, tick=0.1)  # type: ignore[arg-type]
     assert sent.drains == [[b"line 1\n"], [b"line 2\n"], [b"line 3\n", b"line 4\n"]]
+
+
+def test_a_floor_played_as_fast_as_it_goes_is_never_behind_its_pace() -> None:
+    sent = Sent()
+
+    async def run() -> float:
+        actions = inputs_at(*range(0, 600_000, 1000))  # ten minutes of table time, no pace
+        played = await play_live(SimpleNamespace(actions=lambda: iter(actions)), sent, sent, 0.0)  # type: ignore[arg-type]
+        return played.most_behind
+
+    assert asyncio.run(run()) == 0.0
+    assert len(sent.published) == 600
