@@ -568,7 +568,7 @@ def _play(spec: PlaySpec, pipe: Any) -> None:
             await gateway.close()
 
     cpu = time.process_time()
-    uvloop.run(play())  # libuv's loop: a wake of the floor costs a third less CPU than asyncio's own
+    uvloop.run(play())  # libuv's loop: the floor's wakes cost it less CPU than on asyncio's own
     ended = time.time()
     publisher.close()
     pipe.send(

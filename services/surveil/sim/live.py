@@ -100,7 +100,7 @@ class ShoeGateway:
             self.reconnects += 1
         self.writer = writer
         self.acks = asyncio.create_task(self._read_acks(reader, writer))
-        self.unsent.clear()  # unacknowledged too: resent now
+        self.unsent.clear()  # they are among the unacknowledged lines, all resent below
         resend = [line for lines in self.unacked.values() for _, line in lines]
         if resend:
             self.log.info("reconnected; resending unacknowledged lines", lines=len(resend))
@@ -133,7 +133,7 @@ class LiveRun:
     inputs: int = 0
     labels: int = 0
     reconnects: int = 0
-    most_behind: float = 0.0  # seconds the simulator fell behind its pace at worst
+    most_behind: float = 0.0  # seconds an action went out after its time at worst (a tick's wait included)
 
 
 async def play_live(
@@ -160,22 +160,23 @@ async def play_live(
     every action of a busy floor. An action goes out at its time or up to a tick after it, never
     before."""
     run = run or LiveRun()
-    loop = asyncio.get_running_loop()
     scale = pace / ROUND_SECONDS
-    began = loop.time() - (time.time() - origin if origin is not None else 0.0)
+    # time.monotonic, not the loop's clock: uvloop's counts whole milliseconds and rounds its sleeps.
+    began = time.monotonic() - (time.time() - origin if origin is not None else 0.0)
     due: list[Action] = []
     next_wake = 0.0  # the loop's earliest next wake: a tick after the last
     for number, action in enumerate(floor.actions()):
         at = began + (action.time - START).total_seconds() * scale
-        if at > loop.time():
+        if at > time.monotonic():
             await _send(due, publisher, gateway, run, on_label, keys)
-            await asyncio.sleep(max(at, next_wake) - loop.time())
-            next_wake = loop.time() + tick
+            while (wait := max(at, next_wake) - time.monotonic()) > 0:  # a sleep may end a little early
+                await asyncio.sleep(wait)
+            next_wake = time.monotonic() + tick
         elif len(due) >= BATCH_MOST:  # as fast as it goes, or behind
             await _send(due, publisher, gateway, run, on_label, keys)
             await asyncio.sleep(0)  # let acknowledgements (and cancellation) in
         if scale:
-            run.most_behind = max(run.most_behind, loop.time() - at)
+            run.most_behind = max(run.most_behind, time.monotonic() - at)
         due.append(action)
         if on_progress is not None and number % 1000 == 0:
             on_progress(run)

@@ -343,3 +343,39 @@ def test_the_floors_devices_produce_with_the_services_producer_settings_in_librd
     }
     with pytest.raises(KeyError, match="compression_type"):  # a setting it cannot translate is never dropped
         floor_producer.librdkafka_config({"compression_type": None})
+
+
+def test_the_floors_records_made_ahead_are_what_its_publisher_would_send_signed_in_order() -> None:
+    import itertools
+
+    from surveil.events import codec, topics
+    from surveil.events.shoe_protocol import signed_line
+    from surveil.events.signing import DeviceKeys
+    from surveil.runtime.kafka import Publisher
+    from surveil.sim.floor import Floor
+    from surveil.sim.table import ShoeLine, TableInput
+
+    sent: list[tuple[str, bytes, bytes, list[tuple[str, bytes]]]] = []
+
+    class Producer:
+        def send(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]]) -> None:
+            sent.append((topic, key, value, headers))
+
+    keys = DeviceKeys({"shoe/T001": b"s" * 32, "console/T001": b"c" * 32})
+    actions = list(itertools.islice(Floor(1, 1, seed=1).actions(), 80))
+    publisher = Publisher(Settings.from_env("floor-simulator"), keys, producer=Producer())
+    signed, ahead = floor_producer.made_ahead(actions, publisher, keys)
+    lines = [a for a in actions if isinstance(a, ShoeLine)]
+    assert lines and [a.line for a in signed if isinstance(a, ShoeLine)] == [signed_line(a.line, keys) for a in lines]
+    inputs = [a.event for a in actions if isinstance(a, TableInput)]
+    assert inputs and not sent  # nothing is sent before play
+    for event in inputs:
+        ahead.publish(event)
+    counters = []
+    for (topic, key, value, headers), event in zip(sent, inputs, strict=True):
+        assert (topic, key, value) == (publisher.topic_prefix + event.topic, event.subject.encode(), codec.encode(event))
+        assert headers[:-1] == topics.headers(event.topic) and headers[-1][0] == "signature"
+        counters.append(keys.counter("console/T001", value, headers[-1][1]))  # Refused if it does not verify
+    assert counters == sorted(set(counters))
+    with pytest.raises(RuntimeError, match="out of order"):
+        floor_producer.made_ahead(actions, publisher, keys)[1].publish(inputs[1])
