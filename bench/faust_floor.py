@@ -11,6 +11,7 @@ checked: a share of a core near 100 % says it did not keep up, and the figure is
     eval "$(ops/stack.sh env)"      # the admin's credentials
     .venv/bin/python bench/faust_floor.py --rate 700 --seconds 120
     .venv/bin/python bench/faust_floor.py --rate 700 --gather-ms 20   # the fetch gathering 20 ms
+    .venv/bin/python bench/faust_floor.py --rate 450 --loop aio       # on asyncio's loop, not uvloop's
 """
 
 from __future__ import annotations
@@ -37,8 +38,11 @@ def say(line: str) -> None:
     print(f"[faust-floor] {line}", file=sys.stderr, flush=True)
 
 
-def worker(topic: str, group: str, gather_ms: int) -> None:
+def worker(topic: str, group: str, gather_ms: int, loop: str) -> None:
     """Child process: a faust worker whose agent reads ``topic`` and does nothing."""
+    import mode.loop
+
+    mode.loop.use(loop)  # as the detectors' service.main does, before faust makes its loop
     from surveil.anomaly_detection.transport import App
 
     settings = Settings.from_env("anomaly-detection")
@@ -83,10 +87,11 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=120.0, help="measured window (after a 20 s warm-up)")
     parser.add_argument("--tables", type=int, default=1000)
     parser.add_argument("--gather-ms", type=int, default=0, help="the fetch waits up to this long for more records")
+    parser.add_argument("--loop", choices=("uvloop", "aio"), default="uvloop", help="the worker's event loop (the detectors': uvloop)")
     parser.add_argument("--worker", nargs=2, metavar=("TOPIC", "GROUP"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
-        worker(*args.worker, args.gather_ms)
+        worker(*args.worker, args.gather_ms, args.loop)
         return
 
     settings = Settings.from_env("bench")
@@ -96,7 +101,7 @@ def main() -> None:
     admin.create_topics([NewTopic(topic, PARTITIONS, 1)])
     log = open(f"/tmp/{group}.log", "w")
     child = subprocess.Popen(
-        [sys.executable, __file__, "--gather-ms", str(args.gather_ms), "--worker", topic, group],
+        [sys.executable, __file__, "--gather-ms", str(args.gather_ms), "--loop", args.loop, "--worker", topic, group],
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -131,7 +136,7 @@ def main() -> None:
         log.close()
         shutil.rmtree(f"/tmp/{group}", ignore_errors=True)  # the worker's faust data directory
     print(
-        f"faust worker, agent doing nothing, {events / args.seconds:.0f} events/s (gather {args.gather_ms} ms): "
+        f"faust worker on {args.loop}, agent doing nothing, {events / args.seconds:.0f} events/s (gather {args.gather_ms} ms): "
         f"{cpu / events * 1e6:.0f} us CPU an event, {100 * cpu / args.seconds:.1f} % of a core; "
         f"load average {load0[0]:.1f} - {load1[0]:.1f}"
     )

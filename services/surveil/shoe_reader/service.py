@@ -46,6 +46,7 @@ from typing import Any
 import msgspec
 import redis
 import structlog
+import uvloop
 from kafka import KafkaConsumer, TopicPartition
 from prometheus_client import Counter, Gauge
 
@@ -415,7 +416,7 @@ def main(capture: Path | None = None) -> None:
         publisher.close()
         raise SystemExit(1 if failed.is_set() else 0)
     host, port = os.environ.get("SHOE_READER_HOST", DEFAULT_HOST), int(os.environ.get("SHOE_READER_PORT", DEFAULT_PORT))
-    asyncio.run(_run_tcp(handler, host, port, failed, log))
+    uvloop.run(_run_tcp(handler, host, port, failed, log))  # libuv's loop: a wake costs it less CPU
     publisher.flush()
     publisher.close()
     if failed.is_set():
