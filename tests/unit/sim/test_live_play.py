@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import uvloop
 
-from surveil.sim.live import play_live
+from surveil.sim.live import TICK_SECONDS, LiveRun, play_live
 from surveil.sim.table import ROUND_SECONDS, START, ShoeLine, TableInput
 
 
@@ -24,6 +24,7 @@ class Sent:
         self.published: list[tuple[str, float]] = []
         self.written: list[bytes] = []
         self.drains: list[list[bytes]] = []
+        self.played = LiveRun()
         self.give_up_after, self.reconnects = 5.0, 0
 
     def publish(self, event: Any) -> None:
@@ -43,13 +44,13 @@ class Sent:
         pass
 
 
-def play(actions: list[Any], tick: float, runner: Any = asyncio.run) -> Sent:
+def play(actions: list[Any], tick: float, runner: Any = asyncio.run, pace: float = ROUND_SECONDS) -> Sent:
+    """``actions`` played into a ``Sent``; at pace ROUND_SECONDS a second of table time is a second."""
     sent = Sent()
 
     async def run() -> None:
         sent.began = time.monotonic()
-        # pace ROUND_SECONDS: a second of table time is a second
-        await play_live(SimpleNamespace(actions=lambda: iter(actions)), sent, sent, ROUND_SECONDS, tick=tick)  # type: ignore[arg-type]
+        sent.played = await play_live(SimpleNamespace(actions=lambda: iter(actions)), sent, sent, pace, tick=tick)  # type: ignore[arg-type]
 
     runner(run())
     return sent
@@ -83,12 +84,6 @@ def test_the_shoe_lines_due_at_a_wake_go_out_in_one_write() -> None:
 
 
 def test_a_floor_played_as_fast_as_it_goes_is_never_behind_its_pace() -> None:
-    sent = Sent()
-
-    async def run() -> float:
-        actions = inputs_at(*range(0, 600_000, 1000))  # ten minutes of table time, no pace
-        played = await play_live(SimpleNamespace(actions=lambda: iter(actions)), sent, sent, 0.0)  # type: ignore[arg-type]
-        return played.most_behind
-
-    assert asyncio.run(run()) == 0.0
+    sent = play(inputs_at(*range(0, 600_000, 1000)), tick=TICK_SECONDS, pace=0.0)  # ten minutes of table time, no pace
+    assert sent.played.most_behind == 0.0
     assert len(sent.published) == 600
