@@ -38,6 +38,8 @@ not.)
 
 from __future__ import annotations
 
+import asyncio
+import math
 import os
 import tempfile
 import time
@@ -241,6 +243,10 @@ _written: OrderedDict[bytes, tuple[bytes, TableValue]] = OrderedDict()
 _chart_value = msgspec.msgpack.Decoder(ChartValue)
 _facts = msgspec.msgpack.Decoder(PatronBet | DealerRound)
 _encode = msgspec.msgpack.Encoder().encode
+# A commit encodes every table and chart changed since the last (about 150 µs a value; at 1,000
+# tables half of them change in a second): in slices this long, so an event waits for a slice,
+# not for the whole commit's encoding.
+STAGING_SLICE_S = 0.005
 
 
 def _alert_outputs(source: str, alerts: list[AlertRaised], watched: TableValue, topic: str) -> list[Output]:
@@ -443,21 +449,31 @@ def _changing(changed: dict[bytes, Any], key: bytes, value: Any) -> Iterator[Non
 
 async def _write_changed(assigned: Set[TP], committed: Mapping[TP, int | None]) -> None:
     """Every table and chart changed since the last commit into its faust table and changelog,
-    those of partitions this worker still holds; returns once the broker has them all. Straight to
-    the producer, past faust's buffer (it holds the streams back while it has over 100 messages),
-    so the events go on while the commit waits."""
-    changelog = stage_changed(assigned, committed)  # all set before the first await: an event in between reads what its table holds now
-    sent = [
-        await app.producer.send(topic, key, value, partition, None, list(MSGPACK_HEADERS)) for topic, partition, key, value in changelog
-    ]
+    those of partitions this worker still holds; returns once the broker has them all. Staged a
+    slice at a time (``staged``), the events going on between slices, and sent straight to the
+    producer, past faust's buffer (it holds the streams back while it has over 100 messages)."""
+    sent = []
+    for changelog in staged(assigned, committed, STAGING_SLICE_S):
+        sent += [
+            await app.producer.send(topic, key, value, partition, None, list(MSGPACK_HEADERS)) for topic, partition, key, value in changelog
+        ]
+        await asyncio.sleep(0)
     for delivered in sent:
         await delivered
 
 
 def stage_changed(assigned: Set[TP], committed: Mapping[TP, int | None]) -> list[tuple[str, int, bytes, bytes]]:
+    """``staged`` in one slice: the changelog records to send, (topic, partition, key, value)."""
+    return [record for changelog in staged(assigned, committed, math.inf) for record in changelog]
+
+
+def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float) -> Iterator[list[tuple[str, int, bytes, bytes]]]:
     """The tables and charts changed since the last commit, of partitions in ``assigned``, set
     into their faust tables, each without the outputs of events below the ``committed`` offsets
-    (``Outbox.forget``): the changelog records to send, (topic, partition, key, value)."""
+    (``Outbox.forget``), ``slice_s`` seconds of encoding at a time: the changelog records of each
+    slice, (topic, partition, key, value). An event between slices reads what its table holds now.
+    Its change goes with this commit if its table is not staged yet (ahead of the offsets the
+    commit writes: a restarted worker skips it as applied), else with the next; none is lost."""
     streams = {tp.partition for tp in assigned if tp.topic in _TABLE_STREAMS}
     facts = {tp.partition for tp in assigned if tp.topic == facts_topic.get_topic_name()}
     done: dict[int, dict[str, int]] = {}  # per partition, the committed offset of each topic keyed as its tables are
@@ -466,20 +482,24 @@ def stage_changed(assigned: Set[TP], committed: Mapping[TP, int | None]) -> list
         if topic is not None and offset is not None:
             done.setdefault(tp.partition, {})[topic] = offset
     changelog: list[tuple[str, int, bytes, bytes]] = []
-    for key, watched in _changed.items():
-        watched.outbox.forget(done.get(partition_for(key, settings.partitions), {}))
-        value = _encode(watched)
-        if _set(watch_table, key, value, streams, changelog):
-            _written[key] = (value, watched)
-            _written.move_to_end(key)
+    ends = time.perf_counter() + slice_s
+    for changed, table, partitions in ((_changed, watch_table, streams), (_changed_charts, chart_table, facts)):
+        for key in list(changed):
+            value = changed.pop(key, None)
+            if value is None:  # an event on it failed meanwhile: it is back to its last written value
+                continue
+            value.outbox.forget(done.get(partition_for(key, settings.partitions), {}))
+            encoded = _encode(value)
+            if _set(table, key, encoded, partitions, changelog) and isinstance(value, TableValue):
+                _written[key] = (encoded, value)
+                _written.move_to_end(key)
+            if time.perf_counter() >= ends:
+                yield changelog
+                changelog = []
+                ends = time.perf_counter() + slice_s
     while len(_written) > WATCH_CACHE_TABLES:
         _written.popitem(last=False)
-    for key, charted in _changed_charts.items():
-        charted.outbox.forget(done.get(partition_for(key, settings.partitions), {}))
-        _set(chart_table, key, _encode(charted), facts, changelog)
-    _changed.clear()
-    _changed_charts.clear()
-    return changelog
+    yield changelog
 
 
 def _set(table: Any, key: bytes, value: bytes, partitions: set[int], changelog: list[tuple[str, int, bytes, bytes]]) -> bool:
