@@ -231,7 +231,7 @@ chart_table = app.Table("pattern-charts", default=None, key_type=bytes, value_ty
 _table_value = msgspec.msgpack.Decoder(TableValue)
 _table_progress = msgspec.msgpack.Decoder(TableProgress)
 _table_head = msgspec.msgpack.Decoder(TableHead)
-# The tables and charts changed since the last commit, written by ``_write_changed``.
+# The tables and charts changed and not yet staged by a commit (``staged``), written by the next.
 _changed: dict[bytes, TableValue] = {}
 _changed_charts: dict[bytes, ChartValue] = {}
 # The TableValue this worker last wrote per table, with the value it wrote: decoding a table's value
@@ -410,7 +410,7 @@ app.unapplied_offsets = _unapplied_offsets
 
 
 def _watch_of(key: bytes, table_id: str) -> TableValue:
-    """The table's ``TableValue``: changed since the last commit, or the object this worker encoded
+    """The table's ``TableValue``: changed and not yet staged, or the object this worker encoded
     into the table's value if the value is still that one (the same bytes object), else decoded
     from the value."""
     changed = _changed.get(key)
@@ -435,9 +435,10 @@ def _chart_of(key: bytes) -> ChartValue:
 @contextmanager
 def _changing(changed: dict[bytes, Any], key: bytes, value: Any) -> Iterator[None]:
     """Around an event's changes to a table's or chart's value: the value is written at the next
-    commit; or, if the event fails half-way (a bug: faust logs it and goes on), it goes back to
-    the one last written, without this commit interval's other changes to it too, rather than
-    keep a half-changed object."""
+    commit (or the one under way, if it has not staged it yet); or, if the event fails half-way (a
+    bug: faust logs it and goes on), it goes back to the one last written, without its other
+    changes since, even those of events a commit under way covers, rather than keep a
+    half-changed object."""
     try:
         yield
     except BaseException:
@@ -471,9 +472,9 @@ def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float
     """The tables and charts changed since the last commit, of partitions in ``assigned``, set
     into their faust tables, each without the outputs of events below the ``committed`` offsets
     (``Outbox.forget``), ``slice_s`` seconds of encoding at a time: the changelog records of each
-    slice, (topic, partition, key, value). An event between slices reads what its table holds now.
-    Its change goes with this commit if its table is not staged yet (ahead of the offsets the
-    commit writes: a restarted worker skips it as applied), else with the next; none is lost."""
+    slice, (topic, partition, key, value). The commit's offsets were fixed before: an event between
+    slices is after them. Its change goes with this commit if its table is not staged yet (ahead
+    of the offsets: a restarted worker skips it as applied), else with the next."""
     streams = {tp.partition for tp in assigned if tp.topic in _TABLE_STREAMS}
     facts = {tp.partition for tp in assigned if tp.topic == facts_topic.get_topic_name()}
     done: dict[int, dict[str, int]] = {}  # per partition, the committed offset of each topic keyed as its tables are
