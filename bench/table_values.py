@@ -27,6 +27,7 @@ import os
 import statistics
 import time
 from collections import Counter, defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +45,10 @@ TABLE_STREAMS = (topics.SHOE, topics.TABLE, topics.SETTLEMENT)
 WINDOW_SECONDS = 600  # of the log's clock: how the commits grow as the shoe goes on
 
 
-def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) -> dict[str, Any]:
+def replayed(lines: list[bytes], commit_seconds: float, committed_offsets: bool) -> Iterator[tuple[int, float, list[Any], float]]:
+    """The log through the app's functions, from empty tables, as the worker takes it: a commit
+    staged every ``commit_seconds`` of the log's clock; for each, the number of the event it came
+    before, that event's time, the changelog staged and the seconds staging took."""
     from surveil.anomaly_detection import app
 
     for held in (app._changed, app._changed_charts, app._written, app.watch_table.data, app.chart_table.data):
@@ -54,28 +58,14 @@ def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) 
     # One partition a topic here, whatever the key: an offset committed on it holds on every partition.
     offsets: Counter[str] = Counter()
     committed: dict[TP, int | None] = {}
-    table_values: list[int] = []
-    parts: defaultdict[str, list[int]] = defaultdict(list)
-    chart_values: list[int] = []
-    by_window: defaultdict[int, list[tuple[int, int, float]]] = defaultdict(list)  # per commit: values, bytes, seconds
-    started_at = codec.decode(lines[0]).time.timestamp()
-    next_commit = started_at + commit_seconds
-    grown = len(lines) // 3
+    next_commit = codec.decode(lines[0]).time.timestamp() + commit_seconds
     for number, line in enumerate(lines):
         event = codec.decode(line)
         at = event.time.timestamp()
         if at >= next_commit:
             began = time.perf_counter()
             changelog = app.stage_changed(assigned, committed)
-            staged_s = time.perf_counter() - began
-            staged_bytes = sum(len(value) for *_, value in changelog)
-            by_window[int((at - started_at) // WINDOW_SECONDS)].append((len(changelog), staged_bytes, staged_s))
-            if number >= grown:
-                for topic, _, _, value in changelog:
-                    (table_values if "table-watch" in topic else chart_values).append(len(value))
-                    if "table-watch" in topic and len(table_values) % 25 == 0:  # a sample: decoding them all slows the staging timed
-                        for part, size in parts_of(app._table_value.decode(value)).items():
-                            parts[part].append(size)
+            yield number, at, changelog, time.perf_counter() - began
             if committed_offsets:
                 committed = {TP(app.settings.topic(t), p): offsets[t] for t in (*TABLE_STREAMS, "facts") for p in partitions}
             next_commit = at + commit_seconds
@@ -89,6 +79,26 @@ def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) 
                 app.settings.topic(app.FACTS), partition_for(fact.key, app.settings.partitions), offsets["facts"], fact.key, fact.value
             )
             offsets["facts"] += 1
+
+
+def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) -> dict[str, Any]:
+    from surveil.anomaly_detection import app
+
+    table_values: list[int] = []
+    parts: defaultdict[str, list[int]] = defaultdict(list)
+    chart_values: list[int] = []
+    by_window: defaultdict[int, list[tuple[int, int, float]]] = defaultdict(list)  # per commit: values, bytes, seconds
+    started_at = codec.decode(lines[0]).time.timestamp()
+    grown = len(lines) // 3
+    for number, at, changelog, staged_s in replayed(lines, commit_seconds, committed_offsets):
+        staged_bytes = sum(len(value) for *_, value in changelog)
+        by_window[int((at - started_at) // WINDOW_SECONDS)].append((len(changelog), staged_bytes, staged_s))
+        if number >= grown:
+            for topic, _, _, value in changelog:
+                (table_values if "table-watch" in topic else chart_values).append(len(value))
+                if "table-watch" in topic and len(table_values) % 25 == 0:  # a sample: decoding them all slows the staging timed
+                    for part, size in parts_of(app._table_value.decode(value)).items():
+                        parts[part].append(size)
     played_s = codec.decode(lines[-1]).time.timestamp() - started_at
     commits = [commit for window in by_window.values() for commit in window]
     total_bytes = sum(size for _, size, _ in commits)

@@ -105,7 +105,7 @@ def _banker_draws(banker_two: int, player_two: int, player_third_points: int) ->
     return player_two < 8 and BANKER_DRAWS[banker_two][player_third_points]
 
 
-class RoundResult(msgspec.Struct, frozen=True):
+class RoundResult(msgspec.Struct, frozen=True, gc=False):  # gc=False: kept with each round (core/table.py)
     """What a round's cards say: totals (Art. 5), outcome (Art. 11-12), pairs (Art. 13)."""
 
     player_total: int

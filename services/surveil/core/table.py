@@ -14,7 +14,7 @@ Shoe and round are plain ``msgspec`` structs of strings and numbers, so a servic
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from types import MappingProxyType
 from typing import Any
 
@@ -32,7 +32,13 @@ STANDING = "standing"  # a bet's seat, or its box: a standing bettor, or the sta
 _NONE: Mapping[int, int] = MappingProxyType({})
 
 
-class Bet(msgspec.Struct, omit_defaults=True):
+# What a table keeps of each round (Bet, HandCard, Round here, RoundResult in play.py, RoundWatch
+# in detect/watch.py) is out of the cyclic garbage collector's reach (gc=False): none of it refers
+# back to what holds it, so it is never part of a cycle, and the detectors keep twelve rounds a
+# table, which every full collection walked while the worker's loop waited (docs/performance.md,
+# "The detectors' worker"). A round's hands and totals are tuples for the same reason: a tuple of
+# untracked objects is untracked by the first collection that sees it, a list never is.
+class Bet(msgspec.Struct, omit_defaults=True, gc=False):
     """A bet as the table recorded it. ``carried`` is its spot and amount as the last tie left it
     (Art. 12), for a bet carried over into this round."""
 
@@ -46,7 +52,7 @@ class Bet(msgspec.Struct, omit_defaults=True):
     box: str | None = None  # where its chips lie: a seat's box (its number), or "standing"; None: not said
 
 
-class HandCard(msgspec.Struct, frozen=True):
+class HandCard(msgspec.Struct, frozen=True, gc=False):
     """A card in a hand: its 1-based shoe index and its code; ``card`` is None while only the
     shoe's read of that index can tell (a hand box that does not recognise cards)."""
 
@@ -54,7 +60,7 @@ class HandCard(msgspec.Struct, frozen=True):
     card: str | None
 
 
-class Round(msgspec.Struct, omit_defaults=True):
+class Round(msgspec.Struct, omit_defaults=True, gc=False):
     """One round of a table: opened with the house's terms, bets placed and changed, bets closed,
     the hands dealt and the result declared, or the round voided (Art. 10); then each bet paid."""
 
@@ -71,15 +77,15 @@ class Round(msgspec.Struct, omit_defaults=True):
     bets: dict[str, Bet] = {}
     seats: int | None = None  # the table's seats (Art. 1: seven or more); None: not said
     closed: bool = False  # bets closed
-    player: list[HandCard] = []  # in the order dealt
-    banker: list[HandCard] = []
+    player: tuple[HandCard, ...] = ()  # in the order dealt
+    banker: tuple[HandCard, ...] = ()
     declared: RoundResult | None = None  # the result the table announced: the round is complete
     squeezed_by: str | None = None  # the patron who held the cards (Art. 16)
     voided: bool = False  # Art. 10
     void_reason: str = ""
     hands_unreported: bool = False  # voided, by an event that does not say which cards were dealt
     paid: dict[str, str] = {}  # bet id -> id of the settlement that paid it
-    paid_totals: list[int] = msgspec.field(default_factory=lambda: [0, 0, 0, 0])  # staked, paid_out, commission, house_net
+    paid_totals: tuple[int, int, int, int] = (0, 0, 0, 0)  # staked, paid_out, commission, house_net
 
     # ---- what the round is ------------------------------------------------------------------
 
@@ -129,15 +135,15 @@ class Round(msgspec.Struct, omit_defaults=True):
             return []
         return [_carried(bet) for bet in previous.active_bets() if bet.spot in _DECIDED_SPOTS and bet.bet_id not in named]
 
-    def complete(self, player: list[HandCard], banker: list[HandCard], declared: RoundResult, squeezed_by: str | None) -> None:
-        self.player, self.banker, self.declared, self.squeezed_by = player, banker, declared, squeezed_by
+    def complete(self, player: Iterable[HandCard], banker: Iterable[HandCard], declared: RoundResult, squeezed_by: str | None) -> None:
+        self.player, self.banker, self.declared, self.squeezed_by = tuple(player), tuple(banker), declared, squeezed_by
 
-    def void(self, reason: str, player: list[HandCard] | None, banker: list[HandCard] | None) -> None:
+    def void(self, reason: str, player: Iterable[HandCard] | None, banker: Iterable[HandCard] | None) -> None:
         """Art. 10: the round is void, for ``reason``, with the cards dealt until then (None when
         the event does not say)."""
         self.voided, self.void_reason = True, reason
         self.hands_unreported = player is None and banker is None
-        self.player, self.banker = player or [], banker or []
+        self.player, self.banker = tuple(player or ()), tuple(banker or ())
 
     def expected_settlement(self, bet: Bet, commission: Commission, rounding: Rounding = Rounding.DOWN) -> Settlement:
         """What the rules pay ``bet`` (Art. 10, 12, 17, 18): every stake back on a void."""
@@ -153,7 +159,8 @@ class Round(msgspec.Struct, omit_defaults=True):
         """Count a settlement of ``bet_id`` into the round's totals; the id of an earlier settlement
         of the same bet, if there was one (the first is the one kept)."""
         added = money.totals_of(amount, paid)
-        self.paid_totals = [total + more for total, more in zip(self.paid_totals, added)]
+        staked, paid_out, commission, house_net = (total + more for total, more in zip(self.paid_totals, added))
+        self.paid_totals = (staked, paid_out, commission, house_net)
         first = self.paid.get(bet_id)
         if first is None:
             self.paid[bet_id] = settlement_id
@@ -662,9 +669,10 @@ def paid_unknown_bet(rnd: Round, bet_id: str, net: int, stake: int) -> Finding:
     )
 
 
-def check_round_totals(rnd: Round, declared: list[int]) -> Finding | None:
-    """Art. 17-18: a round's declared totals are the sum of its bets' settlements."""
-    if declared == rnd.paid_totals:
+def check_round_totals(rnd: Round, declared: Sequence[int]) -> Finding | None:
+    """Art. 17-18: a round's declared totals (staked, paid out, commission, house net) are the sum
+    of its bets' settlements."""
+    if tuple(declared) == rnd.paid_totals:
         return None
     names = ("staked", "paid_out", "commission", "house_net")
     return Finding(

@@ -44,14 +44,14 @@ _NOTHING: tuple[list[Raised], list[Fact]] = ([], [])  # what most events yield; 
 SettlementEvent = models.BetSettled | models.RoundSettled
 
 
-class RoundWatch(msgspec.Struct):
+class RoundWatch(msgspec.Struct, gc=False):  # gc=False: as the round it holds (core/table.py)
     """A round, and how far the watch has judged it."""
 
     round: Round
     checked: bool = False  # its cards were checked against the shoe and the rules
     demo_bets_flagged: bool = False
     settled: bool = False  # its round.settled was checked (and its unsettled bets reported)
-    waiting_settlements: list[SettlementEvent] = []  # until the table stream ends the round
+    waiting_settlements: tuple[SettlementEvent, ...] = ()  # until the table stream ends the round
 
 
 class ShoeWatch(msgspec.Struct):
@@ -358,7 +358,7 @@ class TableWatch:
             self._check_tie_change(rnd, bet, None, event.time)
         self.state.round_order.append(d.round_id)
         if self.state.orphan_settlements:
-            watched.waiting_settlements = [o for o in self.state.orphan_settlements if o.data.round_id == d.round_id]
+            watched.waiting_settlements = tuple(o for o in self.state.orphan_settlements if o.data.round_id == d.round_id)
             self.state.orphan_settlements = [o for o in self.state.orphan_settlements if o.data.round_id != d.round_id]
         self.state.current_round = d.round_id
         shoe = self._shoe(d.shoe_id)
@@ -628,13 +628,13 @@ class TableWatch:
         if watched is None:
             self.state.orphan_settlements.append(event)
             return
-        watched.waiting_settlements.append(event)
+        watched.waiting_settlements = (*watched.waiting_settlements, event)
         self._settle_waiting(watched, event.time)
 
     def _settle_waiting(self, watched: RoundWatch, time: datetime) -> None:
         if not watched.round.ended:
             return
-        waiting, watched.waiting_settlements = watched.waiting_settlements, []
+        waiting, watched.waiting_settlements = watched.waiting_settlements, ()
         for event in waiting:
             if isinstance(event, models.BetSettled):
                 self._check_bet_settled(watched.round, event, time)
@@ -674,7 +674,7 @@ class TableWatch:
                 other.settled = True
         rnd = watched.round
         self._unsettled(rnd, time)
-        finding = rules.check_round_totals(rnd, [d.staked, d.paid_out, d.commission, d.house_net])
+        finding = rules.check_round_totals(rnd, (d.staked, d.paid_out, d.commission, d.house_net))
         if finding:
             self._raise(finding, self._round_context(rnd, ":totals"), time)
 

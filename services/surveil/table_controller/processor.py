@@ -225,7 +225,10 @@ class TableController:
         rnd = _in_progress(table, "card.place")
         if rnd.holds_index(d.index):
             raise Rejected(f"card.place: card {d.index} of the shoe is already in a hand of round {rnd.round_id}")
-        (rnd.player if d.hand == "player" else rnd.banker).append(HandCard(d.index, d.card))
+        if d.hand == "player":
+            rnd.player = (*rnd.player, HandCard(d.index, d.card))
+        else:
+            rnd.banker = (*rnd.banker, HandCard(d.index, d.card))
         return []
 
     def _squeeze(self, table: Table, event: models.Squeeze, state: State) -> list[models.Event]:

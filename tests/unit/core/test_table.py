@@ -180,7 +180,7 @@ def test_a_round_does_not_wait_for_an_index_past_the_end_of_the_shoe() -> None:
         shoe.read(index, card, face_up=False)
     rnd = dealt(round_with(), [(1, "2H"), (3, "4S")], [(2, "3D"), (313, "5C")], RoundResult(6, 8, Outcome.BANKER, False, False))
     assert shoe.has_cards_of(rnd)
-    rnd.banker[1] = HandCard(312, "5C")
+    rnd.banker = (rnd.banker[0], HandCard(312, "5C"))
     assert not shoe.has_cards_of(rnd)  # the shoe's last card may still come
 
 
@@ -563,7 +563,7 @@ def test_art17_a_bet_paid_twice_counts_twice_and_names_the_first_payment() -> No
     win = Settlement(BetResult.WIN, 100, 0)
     assert rnd.record_payment("B1", "s1", 100, win) is None
     assert rnd.record_payment("B1", "s2", 100, win) == "s1"
-    assert rnd.paid == {"B1": "s1"} and rnd.paid_totals == [200, 400, 0, -200]
+    assert rnd.paid == {"B1": "s1"} and rnd.paid_totals == (200, 400, 0, -200)
 
 
 def test_art17_18_round_totals_must_be_the_sum_of_its_bets() -> None:
