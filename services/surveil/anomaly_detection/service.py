@@ -34,7 +34,7 @@ def main() -> None:
     # rebalance that this causes left the worker's streams stalled for good.
     create_topics(settings.kafka_bootstrap, [settings.topic(name) for name in (FACTS, UNCHAINED_ALERTS)], settings.partitions)
     metrics.serve(settings.metrics_port)
-    # What start-up made (modules, functions, types: some 110,000 objects) lives as long as the
+    # What start-up made (modules, functions, types: some 105,000 objects) lives as long as the
     # worker: out of the cyclic collector's walks, where each full collection would go over it again
     # with the event loop waiting (docs/performance.md, "The detectors' worker").
     gc.collect()
