@@ -36,8 +36,10 @@ _NONE: Mapping[int, int] = MappingProxyType({})
 # in detect/watch.py) is out of the cyclic garbage collector's reach (gc=False): none of it refers
 # back to what holds it, so it is never part of a cycle, and the detectors keep twelve rounds a
 # table, which every full collection walked while the worker's loop waited (docs/performance.md,
-# "The detectors' worker"). A round's hands and totals are tuples for the same reason: a tuple of
-# untracked objects is untracked by the first collection that sees it, a list never is.
+# "The detectors' worker"). Never give these types a field that can lead back to a holder (Any,
+# a callable, a parent): a cycle through them would never be freed. A round's hands and totals
+# are tuples for the same reason: a tuple of objects the collector cannot track (these types,
+# ints, strings) is untracked by the first collection that sees it, a list never is.
 class Bet(msgspec.Struct, omit_defaults=True, gc=False):
     """A bet as the table recorded it. ``carried`` is its spot and amount as the last tie left it
     (Art. 12), for a bet carried over into this round."""

@@ -476,10 +476,11 @@ def tracked_in(value: Any) -> list[Any]:
 
 def test_a_tables_recent_rounds_give_the_garbage_collector_nothing_to_walk_but_carried_bets(app: Any, floor: list[m.Event]) -> None:
     """A full collection walks every object the collector tracks: at 1,000 tables the detectors'
-    rounds were some 150,000 of them, and each full collection paused the worker for hundreds of
+    rounds were more than 150,000 of them, and each full collection paused the worker for hundreds of
     milliseconds. A round, its bets, cards and result are not tracked (none is ever part of a
     reference cycle), as held live or as decoded from the changelog; a carried bet's (spot, amount)
-    is a tuple holding an enum member, which the collector keeps tracking."""
+    is a tuple holding an enum member, which the collector keeps tracking (as it does settlements
+    waiting for their round's end: events; none waits once the shoe is over)."""
     feed(app, floor, Counter())
     app.stage_changed(assigned(app), {})
     table_id = floor[0].subject.encode()
