@@ -2,12 +2,14 @@
 
 The detectors keep each table's state (and each patron's and dealer's chart) as one value, and
 write every value an event changed once per offset commit (every ``COMMIT_INTERVAL_MS``,
-a second by default). This replays a recorded log through the faust app's own functions
+a second by default): a table's value as a head and the parts of its state that changed
+(``anomaly_detection/parts.py``). This replays a recorded log through the faust app's own functions
 (``watch_record``, ``chart_record``, ``stage_changed``; no broker), at the log's own pace: every
 ``--commit-seconds`` of the log's clock it stages a commit, with the offsets the consumer holds
 as committed then (those of the commit before: the outputs of events since then are what a
-restart may have to publish again). It prints the table values written (mean and largest, over
-the shoe's last two thirds, once the values have grown), the bytes written a second of play, and
+restart may have to publish again). It prints what a commit writes of a table (mean and largest,
+keys and values, over the shoe's last two thirds, once the values have grown) beside its whole
+value (as one record, one in 25), the bytes written a second of play, and
 the time staging takes a value (encoding it, mostly: the worker's event loop waits meanwhile;
 the median over the commits, as the collector's pauses land in one commit or another),
 and what the table values hold (one in 25): their recent rounds, shoes, window of seen ids and
@@ -36,6 +38,7 @@ from faust.types import TP
 
 from procstat import load_average
 from replay import lines_of, make_log
+from surveil.anomaly_detection.parts import is_part, table_of
 from surveil.events import codec, topics
 from surveil.runtime.config import Settings
 from surveil.runtime.kafka import partition_for
@@ -51,7 +54,7 @@ def replayed(lines: list[bytes], commit_seconds: float, committed_offsets: bool)
     before, that event's time, the changelog staged and the seconds staging took."""
     from surveil.anomaly_detection import app
 
-    for held in (app._changed, app._changed_charts, app._written, app.watch_table.data, app.chart_table.data):
+    for held in (app._changed, app._changed_charts, app._written, app._orphans, app.watch_table.data, app.chart_table.data):
         held.clear()
     partitions = range(app.settings.partitions)
     assigned = {TP(app.settings.topic(t), p) for t in (*TABLE_STREAMS, app.FACTS) for p in partitions}
@@ -84,29 +87,40 @@ def replayed(lines: list[bytes], commit_seconds: float, committed_offsets: bool)
 def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) -> dict[str, Any]:
     from surveil.anomaly_detection import app
 
-    table_values: list[int] = []
+    table_writes: list[int] = []  # a table's records in a commit: its head, the parts that changed, tombstones
+    whole_values: list[int] = []  # a table's value as one record, as written before the parts
     parts: defaultdict[str, list[int]] = defaultdict(list)
     chart_values: list[int] = []
     by_window: defaultdict[int, list[tuple[int, int, float]]] = defaultdict(list)  # per commit: values, bytes, seconds
     started_at = codec.decode(lines[0]).time.timestamp()
     grown = len(lines) // 3
     for number, at, changelog, staged_s in replayed(lines, commit_seconds, committed_offsets):
-        staged_bytes = sum(len(value) for *_, value in changelog)
-        by_window[int((at - started_at) // WINDOW_SECONDS)].append((len(changelog), staged_bytes, staged_s))
+        writes: Counter[bytes] = Counter()
+        charts = [len(key) + len(value) for topic, _, key, value in changelog if "table-watch" not in topic]
+        for topic, _, key, value in changelog:
+            if "table-watch" in topic:
+                writes[table_of(key) if is_part(key) else key] += len(key) + len(value or b"")
+        by_window[int((at - started_at) // WINDOW_SECONDS)].append(
+            (len(writes) + len(charts), sum(writes.values()) + sum(charts), staged_s)
+        )
         if number >= grown:
-            for topic, _, _, value in changelog:
-                (table_values if "table-watch" in topic else chart_values).append(len(value))
-                if "table-watch" in topic and len(table_values) % 25 == 0:  # a sample: decoding them all slows the staging timed
-                    for part, size in parts_of(app._table_value.decode(value)).items():
+            chart_values += charts
+            for table, size in writes.items():
+                table_writes.append(size)
+                if len(table_writes) % 25 == 0:  # a sample: decoding them all slows the staging timed
+                    value = app.stored_table(table)
+                    whole_values.append(len(app._encode(msgspec.structs.replace(value, parts=[], generation=0))))
+                    for part, size in parts_of(value).items():
                         parts[part].append(size)
     played_s = codec.decode(lines[-1]).time.timestamp() - started_at
     commits = [commit for window in by_window.values() for commit in window]
     total_bytes = sum(size for _, size, _ in commits)
     staging_us = [seconds * 1e6 / values for values, _, seconds in commits if values]  # per commit, a value
     return {
-        "table_values_written": len(table_values),
-        "table_value_kb_mean": statistics.mean(table_values) / 1024,
-        "table_value_kb_max": max(table_values) / 1024,
+        "table_values_written": len(table_writes),
+        "table_write_kb_mean": statistics.mean(table_writes) / 1024,
+        "table_write_kb_max": max(table_writes) / 1024,
+        "table_value_kb_mean": statistics.mean(whole_values) / 1024,
         "chart_value_kb_mean": statistics.mean(chart_values) / 1024 if chart_values else 0.0,
         "changelog_kb_a_second_of_play": total_bytes / 1024 / played_s,
         "staging_us_a_value_median": statistics.median(staging_us),
@@ -152,7 +166,8 @@ def main() -> None:
         figures = written(lines, args.commit_seconds, committed_offsets)
         print(
             f"{label}: {figures['table_values_written']:,} table values written over the shoe's last two thirds, "
-            f"mean {figures['table_value_kb_mean']:.1f} KB, largest {figures['table_value_kb_max']:.1f} KB; "
+            f"mean {figures['table_write_kb_mean']:.1f} KB, largest {figures['table_write_kb_max']:.1f} KB (head and changed parts), "
+            f"of a whole value of {figures['table_value_kb_mean']:.1f} KB on average; "
             f"charts' mean {figures['chart_value_kb_mean']:.2f} KB; "
             f"{figures['changelog_kb_a_second_of_play']:,.0f} KB written a second of play; "
             f"staging {figures['staging_us_a_value_median']:.0f} us a value (the tables' and the charts', median of the commits)",

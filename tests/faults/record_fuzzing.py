@@ -382,6 +382,7 @@ def _fresh_app(tables: dict[bytes, bytes], charts: dict[bytes, bytes]) -> Iterat
     app._changed.clear()
     app._changed_charts.clear()
     app._written.clear()
+    app._orphans.clear()
     for table, held in ((app.watch_table, tables), (app.chart_table, charts)):
         table.data.clear()
         table.data.update(held)
@@ -473,7 +474,7 @@ class AppConsumer:
             except Exception:
                 return statuses(case, set(), where), ("crash", f"{case.fuzzed!r}\n{traceback.format_exc(limit=-4)}")
         for topic, _, key, value in changelog:
-            if not topics.fits(key, value):
+            if value is not None and not topics.fits(key, value):
                 return statuses(case, _letters(outputs), where), (
                     "violation",
                     f"a table's value of {len(value):,} bytes for {topic}: the worker could not write its state ({case.fuzzed!r})",

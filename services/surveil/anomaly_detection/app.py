@@ -20,15 +20,16 @@ partition it holds, a signed checkpoint of its tables' chains onto that partitio
 topic (``detect.alerts``; ``surveil verify`` checks a log against them).
 
 Delivery is at least once (faust commits offsets after flushing what it produced), and the
-tables make it effectively once. Each table's value holds, in one changelog record, its state,
-the offset of the last event applied per input topic, and the outputs of its events at or after
-the committed offsets (``Outbox.forget``). An event at or below the applied offset is a
+tables make it effectively once. Each table's value holds its state, the offset of the last event
+applied per input topic, and the outputs of its events at or after the committed offsets
+(``Outbox.forget``); in the changelog it is a head and the parts of its state the head names
+(``parts.py``), and a head is written after its parts. An event at or below the applied offset is a
 redelivery after a restart: it is not applied again, its outputs are published again (they may
 have been lost with the worker). So no alert is lost and no event counts twice; a republished
 alert carries the same deterministic id, which is how consumers tell it from a new one.
 
-A table's value is written once per offset commit, not once per event: a value is tens of KB,
-and the changelog producer was the largest cost of an event. The consumer awaits
+A table's value is written once per offset commit, not once per event, and only the parts of it
+that changed: a value is tens of KB, and the changelog producer was the largest cost of an event. The consumer awaits
 ``_write_changed`` before each commit, and it returns once the broker has acknowledged every
 value the committed events changed, so a restarted worker never resumes past what its tables
 hold. (faust's ``exactly_once`` mode was tried and rejected: after a kill -9 its tables came back
@@ -66,6 +67,7 @@ from ..runtime.alert_keys import AlertSigner
 from ..runtime.config import Settings
 from ..runtime.kafka import partition_for
 from . import metrics
+from .parts import is_part, joined, part_key, split, table_of
 from .transport import App
 
 SERVICE = "anomaly-detection"
@@ -134,13 +136,17 @@ def _committed(source: str, committed: Mapping[str, int]) -> bool:
 
 
 class TableValue(msgspec.Struct):
-    """The ``table-watch`` table's value per table (MessagePack; its field names are the encoding)."""
+    """The ``table-watch`` table's value per table (MessagePack; its field names are the encoding).
+    Written, it is the head of its state's parts (``parts.py``): its state without them, and the
+    parts' names and generations; a value written before the parts holds its whole state."""
 
     state: TableState
     outbox: Outbox = msgspec.field(default_factory=Outbox)
     chain: str = ""  # the chain value of the table's last alert
     count: int = 0  # the table's alerts so far
     returned: list[str] = []  # the ids of its last RETURNED_ALERTS alerts that came back unchained
+    generation: int = 0  # how often the table's head was written
+    parts: list[tuple[bytes, int]] = []  # the parts of its state as last written: (name, generation)
 
     def first_return(self, alert_id: str) -> bool:
         """Whether this alert came back unchained for the first time (else it is a copy); it joins
@@ -159,9 +165,11 @@ class TableHead(msgspec.Struct):
 
 
 class TableProgress(msgspec.Struct):
-    """The part of a ``TableValue`` that says how far the table got: decoded without its state."""
+    """The part of a ``TableValue`` that says how far the table got, and the parts it is made of:
+    decoded without its state."""
 
     outbox: Outbox = msgspec.field(default_factory=Outbox)
+    parts: list[tuple[bytes, int]] = []
 
 
 class ChartValue(msgspec.Struct):
@@ -240,6 +248,9 @@ _changed_charts: dict[bytes, ChartValue] = {}
 # WATCH_CACHE_TABLES tables (least recently used out): a few hundred KB each as Python objects.
 WATCH_CACHE_TABLES = int(os.environ.get("WATCH_CACHE_TABLES", "2000"))
 _written: OrderedDict[bytes, tuple[bytes, TableValue]] = OrderedDict()
+# Parts a recovered changelog holds that no head names (a commit cut short), with their partition:
+# deleted by the next commit, before it writes anything.
+_orphans: dict[bytes, int] = {}
 _chart_value = msgspec.msgpack.Decoder(ChartValue)
 _facts = msgspec.msgpack.Decoder(PatronBet | DealerRound)
 _encode = msgspec.msgpack.Encoder().encode
@@ -394,15 +405,26 @@ def _unapplied_offsets(assigned: Set[TP]) -> dict[TP, int]:
     """Per assigned partition of the table streams, the offset after the last event its recovered
     tables applied (see transport.py). Every commit writes the values of the tables its events
     changed to the changelog partition of their input partition (a table's events are on the
-    partition its id hashes to): the furthest of them says how far the changelog got."""
+    partition its id hashes to): the furthest of them says how far the changelog got. The parts
+    no head names are put aside as orphans (those put aside before are another assignment's: a
+    worker that held their partition since may have written a part of the same key)."""
+    _orphans.clear()
     wanted = {(_TABLE_STREAMS[tp.topic], tp.partition): tp for tp in assigned if tp.topic in _TABLE_STREAMS}
     after: dict[TP, int] = {}
+    named: set[bytes] = set()
     for key, value in watch_table.data.items():
+        if is_part(key):
+            continue
+        progress = _table_progress.decode(value)
+        named.update(part_key(key, name, generation) for name, generation in progress.parts)
         partition = partition_for(key, settings.partitions)
-        for topic, offset in _table_progress.decode(value).outbox.applied.items():
+        for topic, offset in progress.outbox.applied.items():
             tp = wanted.get((topic, partition))
             if tp is not None:
                 after[tp] = max(after.get(tp, 0), offset + 1)
+    for key in [key for key in watch_table.data if is_part(key) and key not in named]:
+        del watch_table.data[key]
+        _orphans[key] = partition_for(table_of(key), settings.partitions)
     return after
 
 
@@ -420,7 +442,22 @@ def _watch_of(key: bytes, table_id: str) -> TableValue:
     stored = watch_table.get(key)
     if cached is not None and stored is cached[0]:
         return cached[1]
-    return _table_value.decode(stored) if stored else TableValue(TableState(table_id))
+    return stored_table(key) if stored else TableValue(TableState(table_id))
+
+
+def stored_table(key: bytes) -> TableValue:
+    """The table's value as ``watch_table`` holds it: its head, and the parts the head names."""
+    value = _table_value.decode(watch_table.data[key])
+    if value.parts:
+        value.state = joined(value.state, ((name, _part(key, name, generation)) for name, generation in value.parts))
+    return value
+
+
+def _part(key: bytes, name: bytes, generation: int) -> bytes:
+    stored: bytes | None = watch_table.data.get(part_key(key, name, generation))
+    if stored is None:  # a changelog that lost what compaction keeps: this table cannot be judged
+        raise LookupError(f"the changelog lacks the part {name[:60]!r} (generation {generation}) of the table {key[:60]!r}")
+    return stored
 
 
 def _chart_of(key: bytes) -> ChartValue:
@@ -463,18 +500,19 @@ async def _write_changed(assigned: Set[TP], committed: Mapping[TP, int | None]) 
         await delivered
 
 
-def stage_changed(assigned: Set[TP], committed: Mapping[TP, int | None]) -> list[tuple[str, int, bytes, bytes]]:
+def stage_changed(assigned: Set[TP], committed: Mapping[TP, int | None]) -> list[tuple[str, int, bytes, bytes | None]]:
     """``staged`` in one slice: the changelog records to send, (topic, partition, key, value)."""
     return [record for changelog in staged(assigned, committed, math.inf) for record in changelog]
 
 
-def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float) -> Iterator[list[tuple[str, int, bytes, bytes]]]:
+def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float) -> Iterator[list[tuple[str, int, bytes, bytes | None]]]:
     """The tables and charts changed since the last commit, of partitions in ``assigned``, set
     into their faust tables, each without the outputs of events below the ``committed`` offsets
     (``Outbox.forget``), ``slice_s`` seconds of encoding at a time: the changelog records of each
-    slice, (topic, partition, key, value). The commit's offsets were fixed before: an event between
-    slices is after them. Its change goes with this commit if its table is not staged yet (ahead
-    of the offsets: a restarted worker skips it as applied), else with the next."""
+    slice, (topic, partition, key, value; None: a tombstone), a table's head after its parts. The
+    commit's offsets were fixed before: an event between slices is after them. Its change goes
+    with this commit if its table is not staged yet (ahead of the offsets: a restarted worker
+    skips it as applied), else with the next."""
     streams = {tp.partition for tp in assigned if tp.topic in _TABLE_STREAMS}
     facts = {tp.partition for tp in assigned if tp.topic == facts_topic.get_topic_name()}
     done: dict[int, dict[str, int]] = {}  # per partition, the committed offset of each topic keyed as its tables are
@@ -482,18 +520,27 @@ def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float
         topic = CO_PARTITIONED.get(tp.topic)
         if topic is not None and offset is not None:
             done.setdefault(tp.partition, {})[topic] = offset
-    changelog: list[tuple[str, int, bytes, bytes]] = []
+    watch_changelog = watch_table.changelog_topic.get_topic_name()
+    changelog: list[tuple[str, int, bytes, bytes | None]] = []
+    for key, partition in list(_orphans.items()):  # first: a part written again may have an orphan's key
+        if partition in streams:
+            changelog.append((watch_changelog, partition, key, None))
+            del _orphans[key]
     ends = time.perf_counter() + slice_s
-    for changed, table, partitions in ((_changed, watch_table, streams), (_changed_charts, chart_table, facts)):
+    for changed, partitions in ((_changed, streams), (_changed_charts, facts)):
         for key in list(changed):
             value = changed.pop(key, None)
             if value is None:  # an event on it failed meanwhile: it is back to its last written value
                 continue
-            value.outbox.forget(done.get(partition_for(key, settings.partitions), {}))
-            encoded = _encode(value)
-            if _set(table, key, encoded, partitions, changelog) and isinstance(value, TableValue):
-                _written[key] = (encoded, value)
+            partition = partition_for(key, settings.partitions)
+            if partition not in partitions:  # no longer this worker's: its new owner resumes from the last commit
+                continue
+            value.outbox.forget(done.get(partition, {}))
+            if isinstance(value, TableValue):
+                _written[key] = (_write_table(key, value, partition, changelog), value)
                 _written.move_to_end(key)
+            else:
+                _put(chart_table, key, _encode(value), partition, changelog)
             if time.perf_counter() >= ends:
                 yield changelog
                 changelog = []
@@ -503,16 +550,41 @@ def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float
     yield changelog
 
 
-def _set(table: Any, key: bytes, value: bytes, partitions: set[int], changelog: list[tuple[str, int, bytes, bytes]]) -> bool:
-    """What ``table[key] = value`` does, but for the partition (that takes the current event's, and
-    a commit is not in an event): the key's, as in every stream it comes from. False for a key of
-    a partition this worker no longer holds: its new owner resumes from the last commit."""
-    partition = partition_for(key, settings.partitions)
-    if partition not in partitions:
-        return False
-    table.data[key] = value
+def _write_table(key: bytes, value: TableValue, partition: int, changelog: list[tuple[str, int, bytes, bytes | None]]) -> bytes:
+    """The table's value into ``watch_table`` and ``changelog``: the parts of its state that changed
+    since its head was last written, under the head's next generation, then the head naming them,
+    then tombstones of the parts it no longer names (``parts.py``). Returns the head."""
+    head_state, parts = split(value.state)
+    generation = value.generation + 1
+    was = dict(value.parts)
+    named, gone = [], []
+    for name, encoded in parts.items():
+        before = was.pop(name, None)
+        if before is not None and watch_table.data.get(part_key(key, name, before)) == encoded:
+            named.append((name, before))
+            continue
+        _put(watch_table, part_key(key, name, generation), encoded, partition, changelog)
+        named.append((name, generation))
+        if before is not None:
+            gone.append(part_key(key, name, before))
+    gone += [part_key(key, name, before) for name, before in was.items()]
+    value.generation, value.parts = generation, named
+    head = _encode(msgspec.structs.replace(value, state=head_state))
+    _put(watch_table, key, head, partition, changelog)
+    for stale in gone:
+        _put(watch_table, stale, None, partition, changelog)
+    return head
+
+
+def _put(table: Any, key: bytes, value: bytes | None, partition: int, changelog: list[tuple[str, int, bytes, bytes | None]]) -> None:
+    """What ``table[key] = value`` (or, for None, ``del table[key]``) does, but for the partition
+    (that takes the current event's, and a commit is not in an event): the table's, as in every
+    stream it comes from."""
+    if value is None:
+        table.data.pop(key, None)
+    else:
+        table.data[key] = value
     changelog.append((table.changelog_topic.get_topic_name(), partition, key, value))
-    return True
 
 
 app.before_commit = _write_changed
@@ -543,14 +615,7 @@ async def publish_checkpoints() -> None:
     alerts, onto that partition of the alerts topic (after the alerts it counts: one producer)."""
     if SIGNER is None:
         return
-    held = {tp.partition for tp in app.consumer.assignment() if tp.topic == settings.topic(topics.SHOE)}
-    heads: dict[int, dict[str, ChainHead]] = {partition: {} for partition in held}
-    for key in {*watch_table.data.keys(), *_changed}:
-        partition = partition_for(key, settings.partitions)
-        if partition in heads:
-            count, chain = _head_of(key)
-            if count:
-                heads[partition][key.decode()] = ChainHead(count, chain)
+    heads = chain_heads({tp.partition for tp in app.consumer.assignment() if tp.topic == settings.topic(topics.SHOE)})
     now = datetime.now(UTC)
     every = round(CHECKPOINT_SECONDS)
     for partition, tables in sorted(heads.items()):
@@ -560,6 +625,21 @@ async def publish_checkpoints() -> None:
                 log.error("checkpoint too large", partition=partition, tables=len(made.data.tables), size=len(value))
                 continue
             await alerts_topic.send(key=key, value=value, partition=partition, headers=list(HEADERS[topics.ALERTS]))
+
+
+def chain_heads(held: Set[int]) -> dict[int, dict[str, ChainHead]]:
+    """For each partition in ``held``, the alert count and last chain value of each of its tables
+    with alerts."""
+    heads: dict[int, dict[str, ChainHead]] = {partition: {} for partition in held}
+    for key in {*watch_table.data.keys(), *_changed}:
+        if is_part(key):
+            continue
+        partition = partition_for(key, settings.partitions)
+        if partition in heads:
+            count, chain = _head_of(key)
+            if count:
+                heads[partition][key.decode()] = ChainHead(count, chain)
+    return heads
 
 
 def _head_of(key: bytes) -> tuple[int, str]:

@@ -20,6 +20,7 @@ import msgspec
 import pytest
 from faust.types import TP
 
+from surveil.anomaly_detection.parts import is_part, part_key
 from surveil.detect.watch import RECENT_ROUNDS
 from surveil.embedded.record import record
 from surveil.events import codec, topics
@@ -35,7 +36,7 @@ def app() -> Iterator[Any]:
     from surveil.anomaly_detection import app
 
     def clear() -> None:
-        for held in (app._changed, app._changed_charts, app._written, app.watch_table.data, app.chart_table.data):
+        for held in (app._changed, app._changed_charts, app._written, app._orphans, app.watch_table.data, app.chart_table.data):
             held.clear()
 
     clear()
@@ -99,7 +100,7 @@ def committed_at(app: Any, key: bytes, offsets: dict[str, int]) -> dict[TP, int 
 
 
 def stored_table(app: Any, table_id: str) -> Any:
-    return app._table_value.decode(app.watch_table.data[table_id.encode()])
+    return app.stored_table(table_id.encode())
 
 
 def test_a_commit_writes_only_the_outputs_of_events_at_or_after_the_committed_offsets(app: Any, floor: list[m.Event]) -> None:
@@ -397,10 +398,10 @@ def test_an_event_between_a_commits_slices_goes_with_this_commit_or_the_next(app
     offsets: Counter[str] = Counter()
     feed(app, [e for e in events if e not in last.values()], offsets)
     slices = app.staged(assigned(app), {}, 0.0)  # a value a slice
-    assert [key for _, _, key, _ in next(slices)] == [first.encode()]
+    assert [key for _, _, key, _ in next(slices) if not is_part(key)] == [first.encode()]  # its head, after its parts
     assert second.encode() in app._changed
     at = {table: next(iter(feed(app, [event], offsets))) for table, event in last.items()}  # (topic, offset)
-    assert [key for changelog in slices for _, _, key, _ in changelog][0] == second.encode()
+    assert [key for changelog in slices for _, _, key, _ in changelog if not is_part(key)][0] == second.encode()
     topic, offset = at[second]
     assert stored_table(app, second).outbox.applied[topic] == offset  # staged after its event came
     topic, offset = at[first]
@@ -484,8 +485,8 @@ def test_a_tables_recent_rounds_give_the_garbage_collector_nothing_to_walk_but_c
     feed(app, floor, Counter())
     app.stage_changed(assigned(app), {})
     table_id = floor[0].subject.encode()
-    encoded, live = app._written[table_id]
-    for value in (live, app._table_value.decode(encoded)):
+    _, live = app._written[table_id]
+    for value in (live, app.stored_table(table_id)):
         gc.collect()  # what a collection has seen and found untrackable (tuples of ints and the like), untracked
         rounds = value.state.rounds.values()
         bets = [bet for watched in rounds for bet in watched.round.bets.values()]
@@ -493,3 +494,123 @@ def test_a_tables_recent_rounds_give_the_garbage_collector_nothing_to_walk_but_c
         carried = [bet.carried for bet in bets if bet.carried is not None]
         walked = [held for watched in rounds for held in tracked_in(watched)]
         assert sorted(map(id, walked)) == sorted(map(id, carried))
+
+
+def tables_records(changelog: list[tuple[str, int, bytes, bytes | None]]) -> list[tuple[str, int, bytes, bytes | None]]:
+    """The records of a commit's changelog for the tables' values (not the charts')."""
+    return [record for record in changelog if "table-watch" in record[0]]
+
+
+def changelog_holds(held: dict[bytes, bytes], changelog: list[tuple[str, int, bytes, bytes | None]]) -> None:
+    """``changelog``'s records of the tables' changelog applied to ``held``, as a compacted topic keeps them."""
+    for topic, _, key, value in changelog:
+        if "table-watch" in topic:
+            if value is None:
+                held.pop(key, None)
+            else:
+                held[key] = value
+
+
+def parts_held(app: Any) -> set[bytes]:
+    return {key for key in app.watch_table.data if is_part(key)}
+
+
+def parts_named(app: Any, key: bytes) -> set[bytes]:
+    return {part_key(key, name, generation) for name, generation in app.stored_table(key).parts}
+
+
+def test_a_commit_writes_a_tables_head_and_only_the_parts_of_it_that_changed(app: Any, floor: list[m.Event]) -> None:
+    """Written after every event of the shoe's last third, a table's value reads back as it was
+    live, from its head and the parts it names, and the table keeps no other part (a round that
+    leaves the recent ones is deleted); a commit writes a fraction of the whole value."""
+    offsets: Counter[str] = Counter()
+    key = floor[0].subject.encode()
+    start = len(floor) * 2 // 3
+    feed(app, floor[:start], offsets)
+    app.stage_changed(assigned(app), {})
+    written, whole = 0, 0
+    for event in floor[start:]:
+        feed(app, [event], offsets)
+        changelog = tables_records(app.stage_changed(assigned(app), committed_at(app, key, dict(offsets))))
+        assert [k for _, _, k, _ in changelog if not is_part(k)] == [key]
+        live = app._written[key][1]
+        written += sum(len(k) + len(v or b"") for _, _, k, v in changelog)
+        whole += len(app._encode(msgspec.structs.replace(live, parts=[])))  # as one value, before the parts
+        assert app._encode(app.stored_table(key)) == app._encode(live)
+        assert parts_held(app) == parts_named(app, key)
+    assert len([e for e in floor[start:] if isinstance(e, m.RoundOpened)]) > RECENT_ROUNDS  # rounds came and went
+    assert written * 5 < whole  # 2.1 MB against 12.0
+
+
+def test_a_commit_cut_short_anywhere_leaves_each_table_as_one_commit_or_the_other_wrote_it(app: Any, floor: list[m.Event]) -> None:
+    """A worker that died in the middle of a commit's writes resumes from the table's head before
+    or after it, with exactly the parts that head names: those written without their head are
+    deleted, by the next commit before anything else."""
+    offsets: Counter[str] = Counter()
+    key = floor[0].subject.encode()
+    start = len(floor) // 2
+    feed(app, floor[:start], offsets)
+    changelog: dict[bytes, bytes] = {}
+    changelog_holds(changelog, app.stage_changed(assigned(app), {}))
+    before = app._encode(app.stored_table(key))
+    feed(app, floor[start : start + 80], offsets)  # two rounds and more: some of the earlier rounds' parts deleted
+    commit = tables_records(app.stage_changed(assigned(app), {}))
+    after = app._encode(app.stored_table(key))
+    head_at = [k for _, _, k, _ in commit].index(key)
+    assert 0 < head_at < len(commit) - 1  # parts before the head, tombstones after it
+    for cut in range(len(commit) + 1):
+        held = dict(changelog)
+        changelog_holds(held, commit[:cut])
+        app.watch_table.data.clear()
+        app.watch_table.data.update(held)
+        for cleared in (app._written, app._changed, app._orphans):
+            cleared.clear()
+        app._unapplied_offsets(assigned(app))  # what a worker does once it recovered its tables
+        assert app._encode(app.stored_table(key)) == (after if cut > head_at else before)
+        assert parts_held(app) == parts_named(app, key)
+        orphans = set(app._orphans)
+        assert orphans == {k for k in held if is_part(k)} - parts_named(app, key)
+        app._changed[key] = app.stored_table(key)
+        next_commit = tables_records(app.stage_changed(assigned(app), {}))
+        assert {k for _, _, k, v in next_commit[: len(orphans)] if v is None} == orphans
+        changelog_holds(held, next_commit)
+        assert {k for k in held if is_part(k)} == parts_named(app, key) and not app._orphans
+
+
+def test_a_tables_value_written_whole_before_the_parts_is_read_and_written_again_in_parts(app: Any, floor: list[m.Event]) -> None:
+    offsets: Counter[str] = Counter()
+    key = floor[0].subject.encode()
+    feed(app, floor[: len(floor) // 2], offsets)
+    live = app._changed[key]
+    whole = app._encode(live)  # the value as a worker wrote it before the parts: parts=[]
+    app._changed.clear()
+    app.watch_table.data[key] = whole
+    assert app._encode(app.stored_table(key)) == whole
+    app._changed[key] = app.stored_table(key)
+    app.stage_changed(assigned(app), committed_at(app, key, dict(offsets)))
+    assert len(app.watch_table.data[key]) * 5 < len(whole) and parts_held(app) == parts_named(app, key)
+    assert app._encode(app.stored_table(key).state) == app._encode(live.state)
+
+
+def test_a_part_the_changelog_lacks_makes_its_tables_events_dead_letters(app: Any, floor: list[m.Event]) -> None:
+    offsets: Counter[str] = Counter()
+    key = floor[0].subject.encode()
+    feed(app, floor[: len(floor) // 2], offsets)
+    app.stage_changed(assigned(app), {})
+    app._written.clear()
+    del app.watch_table.data[sorted(parts_held(app))[0]]
+    event = floor[len(floor) // 2]
+    (letter,) = app.watch_record(name(app, event.topic), home(app, key), offsets[event.topic], 0.0, key, codec.encode(event))
+    assert letter.topic == app.DEADLETTER_TOPIC and b"the changelog lacks the part" in letter.value
+
+
+def test_a_checkpoint_counts_each_tables_alerts_and_not_its_parts(app: Any, floor: list[m.Event]) -> None:
+    from surveil.events.models import ChainHead
+
+    feed(app, floor, Counter())
+    app.stage_changed(assigned(app), {})
+    key = floor[0].subject.encode()
+    live = app._written[key][1]
+    assert live.count and parts_held(app)
+    app._written.clear()
+    assert app.chain_heads({home(app, key)}) == {home(app, key): {key.decode(): ChainHead(live.count, live.chain)}}

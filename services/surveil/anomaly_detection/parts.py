@@ -1,0 +1,72 @@
+"""A table's state in the changelog as a head and parts, so that a commit writes what changed.
+
+By mid-shoe a table's state is about 27 KB, and most of it stays as it was from one commit to the
+next: the rounds it keeps after they are settled, its finished shoes, most of its window of seen
+event ids. So the state goes to the changelog as a head (what every event changes: where the
+table is in play, with its value's offsets and outputs) and parts: each round it keeps, each
+shoe, each block of the window. A commit writes the head and the parts that changed.
+
+A part's version is never written over: its key holds the table's key, the part's name and the
+generation of the head that first named it, and a head names the versions it is made of. A commit
+writes a table's new parts, then its head, then tombstones for the versions the head no longer
+names, all on the table's partition, in that order; so the changelog holds every part its last
+head names, wherever a crash cut a commit short. The versions written without their head are
+``orphans``: the worker that recovers them deletes them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import msgspec
+
+from ..detect.watch import DIGEST_SIZE, RoundWatch, ShoeWatch, TableState
+
+PART = b"\xff"  # begins a part's key: no UTF-8 text, so no table's key, holds this byte
+ROUND, SHOE, IDS = b"r", b"s", b"w"  # a part's name: its kind, then the round's or shoe's id, or the block's number
+IDS_BLOCK = 128 * DIGEST_SIZE  # the window of seen ids, 8 KB when full, in blocks of 1 KB: an event changes one
+
+_encode = msgspec.msgpack.Encoder().encode
+_round = msgspec.msgpack.Decoder(RoundWatch)
+_shoe = msgspec.msgpack.Decoder(ShoeWatch)
+
+
+def part_key(table_key: bytes, name: bytes, generation: int) -> bytes:
+    return b"%s%s%s%d:%s" % (PART, table_key, PART, generation, name)
+
+
+def is_part(key: bytes) -> bool:
+    return key[:1] == PART
+
+
+def table_of(key: bytes) -> bytes:
+    """The key of the table a part's key belongs to."""
+    return key[1 : key.index(PART, 1)]
+
+
+def split(state: TableState) -> tuple[TableState, dict[bytes, bytes]]:
+    """The state without its rounds, shoes and window of seen ids (the head's), and those, encoded,
+    by part name, in the state's order."""
+    parts = {ROUND + round_id.encode(): _encode(watched) for round_id, watched in state.rounds.items()}
+    parts.update((SHOE + shoe_id.encode(), _encode(watched)) for shoe_id, watched in state.shoes.items())
+    window = state.recent_digests
+    parts.update((b"%s%d" % (IDS, at // IDS_BLOCK), bytes(window[at : at + IDS_BLOCK])) for at in range(0, len(window), IDS_BLOCK))
+    return msgspec.structs.replace(state, rounds={}, shoes={}, recent_digests=bytearray()), parts
+
+
+def joined(head: TableState, parts: Iterable[tuple[bytes, bytes]]) -> TableState:
+    """The state ``split`` made ``head`` of, from the parts, (name, encoded), in the order it gave
+    them: ``head`` itself, its rounds, shoes and window put back."""
+    window = []
+    for name, encoded in parts:
+        kind, ident = name[:1], name[1:]
+        if kind == ROUND:
+            head.rounds[ident.decode()] = _round.decode(encoded)
+        elif kind == SHOE:
+            head.shoes[ident.decode()] = _shoe.decode(encoded)
+        elif kind == IDS:
+            window.append(encoded)
+        else:
+            raise ValueError(f"a part of a table's state named {name[:60]!r}: not a round, a shoe or a block of ids")
+    head.recent_digests = bytearray(b"".join(window))
+    return head
