@@ -40,6 +40,7 @@ not.)
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 import os
 import tempfile
@@ -138,15 +139,16 @@ def _committed(source: str, committed: Mapping[str, int]) -> bool:
 class TableValue(msgspec.Struct):
     """The ``table-watch`` table's value per table (MessagePack; its field names are the encoding).
     Written, it is the head of its state's parts (``parts.py``): its state without them, and the
-    parts' names and generations; a value written before the parts holds its whole state."""
+    parts' names and versions; a value written before the parts holds its whole state."""
 
     state: TableState
     outbox: Outbox = msgspec.field(default_factory=Outbox)
     chain: str = ""  # the chain value of the table's last alert
     count: int = 0  # the table's alerts so far
     returned: list[str] = []  # the ids of its last RETURNED_ALERTS alerts that came back unchained
-    generation: int = 0  # how often the table's head was written
-    parts: list[tuple[bytes, int]] = []  # the parts of its state as last written: (name, generation)
+    # The parts of its state as last written, (name, version); renewed at every write, a tuple the
+    # garbage collector stops tracking, not a list it would walk in every full collection.
+    parts: tuple[tuple[bytes, bytes], ...] = ()
 
     def first_return(self, alert_id: str) -> bool:
         """Whether this alert came back unchained for the first time (else it is a copy); it joins
@@ -169,7 +171,7 @@ class TableProgress(msgspec.Struct):
     decoded without its state."""
 
     outbox: Outbox = msgspec.field(default_factory=Outbox)
-    parts: list[tuple[bytes, int]] = []
+    parts: tuple[tuple[bytes, bytes], ...] = ()
 
 
 class ChartValue(msgspec.Struct):
@@ -248,9 +250,13 @@ _changed_charts: dict[bytes, ChartValue] = {}
 # WATCH_CACHE_TABLES tables (least recently used out): a few hundred KB each as Python objects.
 WATCH_CACHE_TABLES = int(os.environ.get("WATCH_CACHE_TABLES", "2000"))
 _written: OrderedDict[bytes, tuple[bytes, TableValue]] = OrderedDict()
-# Parts a recovered changelog holds that no head names (a commit cut short), with their partition:
-# deleted by the next commit, before it writes anything.
-_orphans: dict[bytes, int] = {}
+# Versions of parts a recovered changelog holds that no head names (a commit cut short, a table's
+# earlier writer's), with their partition and when a commit may delete them: once no worker can
+# still be sending the head that names them, a producer's request timeout after they were found.
+_orphans: dict[bytes, tuple[int, float]] = {}
+# This worker process, in the versions of the parts it writes (``parts.py``), and its commits.
+WRITER = os.urandom(6).hex().encode()
+_commits = itertools.count(1)
 _chart_value = msgspec.msgpack.Decoder(ChartValue)
 _facts = msgspec.msgpack.Decoder(PatronBet | DealerRound)
 _encode = msgspec.msgpack.Encoder().encode
@@ -405,26 +411,27 @@ def _unapplied_offsets(assigned: Set[TP]) -> dict[TP, int]:
     """Per assigned partition of the table streams, the offset after the last event its recovered
     tables applied (see transport.py). Every commit writes the values of the tables its events
     changed to the changelog partition of their input partition (a table's events are on the
-    partition its id hashes to): the furthest of them says how far the changelog got. The parts
-    no head names are put aside as orphans (those put aside before are another assignment's: a
-    worker that held their partition since may have written a part of the same key)."""
-    _orphans.clear()
+    partition its id hashes to): the furthest of them says how far the changelog got. The versions
+    of parts of these partitions that no head names are orphans, deleted in time."""
     wanted = {(_TABLE_STREAMS[tp.topic], tp.partition): tp for tp in assigned if tp.topic in _TABLE_STREAMS}
+    held = {partition for _, partition in wanted}
     after: dict[TP, int] = {}
     named: set[bytes] = set()
     for key, value in watch_table.data.items():
         if is_part(key):
             continue
         progress = _table_progress.decode(value)
-        named.update(part_key(key, name, generation) for name, generation in progress.parts)
+        named.update(part_key(key, name, version) for name, version in progress.parts)
         partition = partition_for(key, settings.partitions)
         for topic, offset in progress.outbox.applied.items():
             tp = wanted.get((topic, partition))
             if tp is not None:
                 after[tp] = max(after.get(tp, 0), offset + 1)
-    for key in [key for key in watch_table.data if is_part(key) and key not in named]:
-        del watch_table.data[key]
-        _orphans[key] = partition_for(table_of(key), settings.partitions)
+    found, due = dict(_orphans), time.monotonic() + app.conf.producer_request_timeout
+    _orphans.clear()
+    for key in watch_table.data:
+        if is_part(key) and key not in named and (partition := partition_for(table_of(key), settings.partitions)) in held:
+            _orphans[key] = (partition, found.get(key, (partition, due))[1])
     return after
 
 
@@ -449,14 +456,14 @@ def stored_table(key: bytes) -> TableValue:
     """The table's value as ``watch_table`` holds it: its head, and the parts the head names."""
     value = _table_value.decode(watch_table.data[key])
     if value.parts:
-        value.state = joined(value.state, ((name, _part(key, name, generation)) for name, generation in value.parts))
+        value.state = joined(value.state, ((name, _part(key, name, version)) for name, version in value.parts))
     return value
 
 
-def _part(key: bytes, name: bytes, generation: int) -> bytes:
-    stored: bytes | None = watch_table.data.get(part_key(key, name, generation))
+def _part(key: bytes, name: bytes, version: bytes) -> bytes:
+    stored: bytes | None = watch_table.data.get(part_key(key, name, version))
     if stored is None:  # a changelog that lost what compaction keeps: this table cannot be judged
-        raise LookupError(f"the changelog lacks the part {name[:60]!r} (generation {generation}) of the table {key[:60]!r}")
+        raise LookupError(f"the changelog lacks the part {name[:60]!r} (version {version!r}) of the table {key[:60]!r}")
     return stored
 
 
@@ -509,7 +516,8 @@ def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float
     """The tables and charts changed since the last commit, of partitions in ``assigned``, set
     into their faust tables, each without the outputs of events below the ``committed`` offsets
     (``Outbox.forget``), ``slice_s`` seconds of encoding at a time: the changelog records of each
-    slice, (topic, partition, key, value; None: a tombstone), a table's head after its parts. The
+    slice, (topic, partition, key, value; None: a tombstone), the tombstones of orphans due first,
+    a table's head after its parts. The
     commit's offsets were fixed before: an event between slices is after them. Its change goes
     with this commit if its table is not staged yet (ahead of the offsets: a restarted worker
     skips it as applied), else with the next."""
@@ -520,12 +528,14 @@ def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float
         topic = CO_PARTITIONED.get(tp.topic)
         if topic is not None and offset is not None:
             done.setdefault(tp.partition, {})[topic] = offset
-    watch_changelog = watch_table.changelog_topic.get_topic_name()
     changelog: list[tuple[str, int, bytes, bytes | None]] = []
-    for key, partition in list(_orphans.items()):  # first: a part written again may have an orphan's key
-        if partition in streams:
-            changelog.append((watch_changelog, partition, key, None))
+    now = time.monotonic()
+    for key, (partition, due) in list(_orphans.items()):
+        if due <= now:
+            if partition in streams and key in watch_table.data:
+                _put(watch_table, key, None, partition, changelog)
             del _orphans[key]
+    version = b"%s.%d" % (WRITER, next(_commits))
     ends = time.perf_counter() + slice_s
     for changed, partitions in ((_changed, streams), (_changed_charts, facts)):
         for key in list(changed):
@@ -537,7 +547,7 @@ def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float
                 continue
             value.outbox.forget(done.get(partition, {}))
             if isinstance(value, TableValue):
-                _written[key] = (_write_table(key, value, partition, changelog), value)
+                _written[key] = (_write_table(key, value, partition, version, changelog), value)
                 _written.move_to_end(key)
             else:
                 _put(chart_table, key, _encode(value), partition, changelog)
@@ -550,29 +560,30 @@ def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float
     yield changelog
 
 
-def _write_table(key: bytes, value: TableValue, partition: int, changelog: list[tuple[str, int, bytes, bytes | None]]) -> bytes:
-    """The table's value into ``watch_table`` and ``changelog``: the parts of its state that changed
-    since its head was last written, under the head's next generation, then the head naming them,
-    then tombstones of the parts it no longer names (``parts.py``). Returns the head."""
+def _write_table(
+    key: bytes, value: TableValue, partition: int, version: bytes, changelog: list[tuple[str, int, bytes, bytes | None]]
+) -> bytes:
+    """The table's value into ``watch_table`` and ``changelog`` (``parts.py``): the parts of its
+    state that changed since this worker last wrote it (all of them, the first time) as
+    ``version``, then the head naming them, then tombstones of this worker's versions it no longer
+    names. Returns the head."""
     head_state, parts = split(value.state)
-    generation = value.generation + 1
-    was = dict(value.parts)
-    named, gone = [], []
+    ours = [(name, was) for name, was in value.parts if was.startswith(WRITER + b".")]
+    was_named = dict(ours)
+    named = []
     for name, encoded in parts.items():
-        before = was.pop(name, None)
-        if before is not None and watch_table.data.get(part_key(key, name, before)) == encoded:
-            named.append((name, before))
-            continue
-        _put(watch_table, part_key(key, name, generation), encoded, partition, changelog)
-        named.append((name, generation))
-        if before is not None:
-            gone.append(part_key(key, name, before))
-    gone += [part_key(key, name, before) for name, before in was.items()]
-    value.generation, value.parts = generation, named
+        was = was_named.get(name)
+        if was is not None and watch_table.data.get(part_key(key, name, was)) == encoded:
+            named.append((name, was))
+        else:
+            _put(watch_table, part_key(key, name, version), encoded, partition, changelog)
+            named.append((name, version))
+    gone = [pair for pair in ours if pair not in named]
+    value.parts = tuple(named)
     head = _encode(msgspec.structs.replace(value, state=head_state))
     _put(watch_table, key, head, partition, changelog)
-    for stale in gone:
-        _put(watch_table, stale, None, partition, changelog)
+    for name, was in gone:
+        _put(watch_table, part_key(key, name, was), None, partition, changelog)
     return head
 
 

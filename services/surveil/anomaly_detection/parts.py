@@ -6,12 +6,18 @@ event ids. So the state goes to the changelog as a head (what every event change
 table is in play, with its value's offsets and outputs) and parts: each round it keeps, each
 shoe, each block of the window. A commit writes the head and the parts that changed.
 
-A part's version is never written over: its key holds the table's key, the part's name and the
-generation of the head that first named it, and a head names the versions it is made of. A commit
-writes a table's new parts, then its head, then tombstones for the versions the head no longer
-names, all on the table's partition, in that order; so the changelog holds every part its last
-head names, wherever a crash cut a commit short. The versions written without their head are
-``orphans``: the worker that recovers them deletes them.
+A part's version is never written twice: its key holds the table's key, the part's name and the
+version (the worker process that wrote it, and that worker's commit), and a head names the
+versions it is made of. A commit writes a table's new versions, then its head, then tombstones for
+the versions of this worker the head no longer names, all on the table's partition, in that
+order; so the changelog holds every version its last head names, wherever a crash cut a commit
+short. A worker names only versions it wrote (its first write of a table writes every part) and
+deletes only those: a worker that lost its partitions but still had a commit in flight (frozen
+past its session timeout, say) and its successor never delete what the other's heads name, so
+the table's last head, whoever wrote it, is whole. What no head names (a commit cut short, the
+versions of the table's earlier writer) the worker that recovers the partition deletes, once no
+worker can still be sending a head that names it (a producer's request timeout later: the head of
+a commit cut short may be on its way still).
 """
 
 from __future__ import annotations
@@ -29,10 +35,12 @@ IDS_BLOCK = 128 * DIGEST_SIZE  # the window of seen ids, 8 KB when full, in bloc
 _encode = msgspec.msgpack.Encoder().encode
 _round = msgspec.msgpack.Decoder(RoundWatch)
 _shoe = msgspec.msgpack.Decoder(ShoeWatch)
+_block = msgspec.msgpack.Decoder(bytes)
 
 
-def part_key(table_key: bytes, name: bytes, generation: int) -> bytes:
-    return b"%s%s%s%d:%s" % (PART, table_key, PART, generation, name)
+def part_key(table_key: bytes, name: bytes, version: bytes) -> bytes:
+    """The key of a version of a part; ``version`` holds no colon."""
+    return b"%s%s%s%s:%s" % (PART, table_key, PART, version, name)
 
 
 def is_part(key: bytes) -> bool:
@@ -50,7 +58,7 @@ def split(state: TableState) -> tuple[TableState, dict[bytes, bytes]]:
     parts = {ROUND + round_id.encode(): _encode(watched) for round_id, watched in state.rounds.items()}
     parts.update((SHOE + shoe_id.encode(), _encode(watched)) for shoe_id, watched in state.shoes.items())
     window = state.recent_digests
-    parts.update((b"%s%d" % (IDS, at // IDS_BLOCK), bytes(window[at : at + IDS_BLOCK])) for at in range(0, len(window), IDS_BLOCK))
+    parts.update((b"%s%d" % (IDS, at // IDS_BLOCK), _encode(bytes(window[at : at + IDS_BLOCK]))) for at in range(0, len(window), IDS_BLOCK))
     return msgspec.structs.replace(state, rounds={}, shoes={}, recent_digests=bytearray()), parts
 
 
@@ -65,7 +73,7 @@ def joined(head: TableState, parts: Iterable[tuple[bytes, bytes]]) -> TableState
         elif kind == SHOE:
             head.shoes[ident.decode()] = _shoe.decode(encoded)
         elif kind == IDS:
-            window.append(encoded)
+            window.append(_block.decode(encoded))
         else:
             raise ValueError(f"a part of a table's state named {name[:60]!r}: not a round, a shoe or a block of ids")
     head.recent_digests = bytearray(b"".join(window))

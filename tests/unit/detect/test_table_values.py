@@ -11,8 +11,9 @@ import gc
 import os
 import subprocess
 import sys
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterator
+from contextlib import contextmanager
 from enum import Enum
 from typing import Any
 
@@ -516,7 +517,42 @@ def parts_held(app: Any) -> set[bytes]:
 
 
 def parts_named(app: Any, key: bytes) -> set[bytes]:
-    return {part_key(key, name, generation) for name, generation in app.stored_table(key).parts}
+    return {part_key(key, name, version) for name, version in app.stored_table(key).parts}
+
+
+@contextmanager
+def worker(app: Any, writer: bytes, held: dict[bytes, bytes]) -> Iterator[dict[bytes, bytes]]:
+    """The app as a worker process of its own (``writer``) that holds ``held`` as its tables'
+    data (what it recovered or wrote): its values cached and changed meanwhile are its own. Yields
+    its data, which it changes as it writes."""
+    saved = {name: getattr(app, name) for name in ("WRITER", "_written", "_changed", "_orphans")}
+    app.WRITER, app._written, app._changed, app._orphans = writer, OrderedDict(), {}, {}
+    app.watch_table.data.clear()
+    app.watch_table.data.update(held)
+    try:
+        yield app.watch_table.data
+    finally:
+        for name, value in saved.items():
+            setattr(app, name, value)
+
+
+@contextmanager
+def recovered(app: Any, writer: bytes, changelog: dict[bytes, bytes]) -> Iterator[dict[bytes, bytes]]:
+    """A worker (``writer``) that recovered ``changelog``: its orphans found, as after a restart."""
+    with worker(app, writer, changelog) as data:
+        app._unapplied_offsets(assigned(app))
+        yield data
+
+
+def written_halfway(app: Any, floor: list[m.Event]) -> tuple[bytes, int, Counter[str], dict[bytes, bytes]]:
+    """The first half of the floor's events through the app and a commit: the table's key, the
+    number of events fed, the topics' next offsets, and what the changelog holds."""
+    offsets: Counter[str] = Counter()
+    start = len(floor) // 2
+    feed(app, floor[:start], offsets)
+    changelog: dict[bytes, bytes] = {}
+    changelog_holds(changelog, app.stage_changed(assigned(app), {}))
+    return floor[0].subject.encode(), start, offsets, changelog
 
 
 def test_a_commit_writes_a_tables_head_and_only_the_parts_of_it_that_changed(app: Any, floor: list[m.Event]) -> None:
@@ -535,7 +571,7 @@ def test_a_commit_writes_a_tables_head_and_only_the_parts_of_it_that_changed(app
         assert [k for _, _, k, _ in changelog if not is_part(k)] == [key]
         live = app._written[key][1]
         written += sum(len(k) + len(v or b"") for _, _, k, v in changelog)
-        whole += len(app._encode(msgspec.structs.replace(live, parts=[])))  # as one value, before the parts
+        whole += len(app._encode(msgspec.structs.replace(live, parts=())))  # as one value, before the parts
         assert app._encode(app.stored_table(key)) == app._encode(live)
         assert parts_held(app) == parts_named(app, key)
     assert len([e for e in floor[start:] if isinstance(e, m.RoundOpened)]) > RECENT_ROUNDS  # rounds came and went
@@ -544,48 +580,76 @@ def test_a_commit_writes_a_tables_head_and_only_the_parts_of_it_that_changed(app
 
 def test_a_commit_cut_short_anywhere_leaves_each_table_as_one_commit_or_the_other_wrote_it(app: Any, floor: list[m.Event]) -> None:
     """A worker that died in the middle of a commit's writes resumes from the table's head before
-    or after it, with exactly the parts that head names: those written without their head are
-    deleted, by the next commit before anything else."""
-    offsets: Counter[str] = Counter()
-    key = floor[0].subject.encode()
-    start = len(floor) // 2
-    feed(app, floor[:start], offsets)
-    changelog: dict[bytes, bytes] = {}
-    changelog_holds(changelog, app.stage_changed(assigned(app), {}))
-    before = app._encode(app.stored_table(key))
+    or after it, whole; the worker that recovers it writes every part of it anew the first time,
+    and deletes what no head names (the versions written without their head, its predecessor's)
+    once no worker can still be sending a head that names them."""
+    key, start, offsets, changelog = written_halfway(app, floor)
+    before = app._encode(app.stored_table(key).state)
     feed(app, floor[start : start + 80], offsets)  # two rounds and more: some of the earlier rounds' parts deleted
     commit = tables_records(app.stage_changed(assigned(app), {}))
-    after = app._encode(app.stored_table(key))
+    after = app._encode(app.stored_table(key).state)
     head_at = [k for _, _, k, _ in commit].index(key)
     assert 0 < head_at < len(commit) - 1  # parts before the head, tombstones after it
     for cut in range(len(commit) + 1):
         held = dict(changelog)
         changelog_holds(held, commit[:cut])
-        app.watch_table.data.clear()
-        app.watch_table.data.update(held)
-        for cleared in (app._written, app._changed, app._orphans):
-            cleared.clear()
-        app._unapplied_offsets(assigned(app))  # what a worker does once it recovered its tables
-        assert app._encode(app.stored_table(key)) == (after if cut > head_at else before)
-        assert parts_held(app) == parts_named(app, key)
-        orphans = set(app._orphans)
-        assert orphans == {k for k in held if is_part(k)} - parts_named(app, key)
-        app._changed[key] = app.stored_table(key)
-        next_commit = tables_records(app.stage_changed(assigned(app), {}))
-        assert {k for _, _, k, v in next_commit[: len(orphans)] if v is None} == orphans
-        changelog_holds(held, next_commit)
-        assert {k for k in held if is_part(k)} == parts_named(app, key) and not app._orphans
+        with recovered(app, b"successor", held):
+            assert app._encode(app.stored_table(key).state) == (after if cut > head_at else before)
+            inherited = parts_named(app, key)
+            orphans = set(app._orphans)
+            assert orphans == parts_held(app) - inherited  # written without their head, or left by its tombstones
+            app._changed[key] = app.stored_table(key)
+            first = tables_records(app.stage_changed(assigned(app), {}))
+            changelog_holds(held, first)
+            rewritten = {k for _, _, k, v in first if v is not None and is_part(k)}
+            assert rewritten == parts_named(app, key) and not rewritten & inherited  # every part anew
+            assert {k for k in held if is_part(k)} == rewritten | inherited | orphans  # nothing deleted yet
+        with recovered(app, b"successor", held):  # recovering the partition again, later
+            assert set(app._orphans) == inherited | orphans
+            app._orphans.update((k, (partition, 0.0)) for k, (partition, _) in app._orphans.items())  # due: time went by
+            again = tables_records(app.stage_changed(assigned(app), {}))
+            assert [k for _, _, k, v in again] == [k for _, _, k, _ in again[: len(inherited | orphans)]]  # first, and only
+            assert {k for _, _, k, v in again if v is None} == inherited | orphans
+            changelog_holds(held, again)
+            assert {k for k in held if is_part(k)} == parts_named(app, key) and not app._orphans
+            assert app._encode(app.stored_table(key).state) == (after if cut > head_at else before)
+
+
+def test_a_worker_and_its_successor_writing_the_same_table_leave_its_last_head_whole(app: Any, floor: list[m.Event]) -> None:
+    """A worker that lost its partitions with a commit in flight (frozen past its session timeout,
+    say) writes the table after its successor recovered it, its records landing before or after
+    the successor's, or some before the successor recovered and the rest after: whatever the
+    order, the changelog ends with a head whose parts are all there, and a worker recovering it
+    reads the table as that head's writer had it."""
+    key, start, offsets, changelog = written_halfway(app, floor)
+    app._changed[key] = app.stored_table(key)
+    feed(app, floor[start : start + 40], Counter(offsets))  # the earlier worker goes on, in memory
+    late = tables_records(app.stage_changed(assigned(app), {}))
+    late_state = app._encode(app.stored_table(key).state)
+    late_head = [k for _, _, k, _ in late].index(key)
+    for landed in (0, late_head):  # none of its records, or its parts but not its head, before the successor recovered
+        held = dict(changelog)
+        changelog_holds(held, late[:landed])
+        with recovered(app, b"successor", held):
+            feed(app, floor[start : start + 90], Counter(offsets))
+            successors = tables_records(app.stage_changed(assigned(app), {}))
+            successor_state = app._encode(app.stored_table(key).state)
+        for first, second, last_state in ((successors, late[landed:], late_state), (late[landed:], successors, successor_state)):
+            ending = dict(held)
+            changelog_holds(ending, first)
+            changelog_holds(ending, second)
+            with recovered(app, b"third", ending):
+                assert app._encode(app.stored_table(key).state) == last_state
 
 
 def test_a_tables_value_written_whole_before_the_parts_is_read_and_written_again_in_parts(app: Any, floor: list[m.Event]) -> None:
     offsets: Counter[str] = Counter()
     key = floor[0].subject.encode()
     feed(app, floor[: len(floor) // 2], offsets)
-    live = app._changed[key]
-    whole = app._encode(live)  # the value as a worker wrote it before the parts: parts=[]
-    app._changed.clear()
-    app.watch_table.data[key] = whole
-    assert app._encode(app.stored_table(key)) == whole
+    live = app._changed.pop(key)
+    whole = msgspec.msgpack.encode({field: getattr(live, field) for field in ("state", "outbox", "chain", "count", "returned")})
+    app.watch_table.data[key] = whole  # as a worker from before the parts wrote it
+    assert app._encode(app.stored_table(key)) == app._encode(live)
     app._changed[key] = app.stored_table(key)
     app.stage_changed(assigned(app), committed_at(app, key, dict(offsets)))
     assert len(app.watch_table.data[key]) * 5 < len(whole) and parts_held(app) == parts_named(app, key)
