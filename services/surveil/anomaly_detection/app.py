@@ -568,17 +568,20 @@ def _write_table(
     ``version``, then the head naming them, then tombstones of this worker's versions it no longer
     names. Returns the head."""
     head_state, parts = split(value.state)
-    ours = [(name, was) for name, was in value.parts if was.startswith(WRITER + b".")]
-    was_named = dict(ours)
+    mine = WRITER + b"."
+    ours = {name: was for name, was in value.parts if was.startswith(mine)}
+    store: Any = watch_table.data
+    held: dict[bytes, bytes] = store.data  # the store's dict: its mapping methods cost a microsecond a call
     named = []
     for name, encoded in parts.items():
-        was = was_named.get(name)
-        if was is not None and watch_table.data.get(part_key(key, name, was)) == encoded:
+        was = ours.get(name)
+        if was is not None and held.get(part_key(key, name, was)) == encoded:
             named.append((name, was))
         else:
             _put(watch_table, part_key(key, name, version), encoded, partition, changelog)
             named.append((name, version))
-    gone = [pair for pair in ours if pair not in named]
+    kept = set(named)
+    gone = [(name, was) for name, was in ours.items() if (name, was) not in kept]
     value.parts = tuple(named)
     head = _encode(msgspec.structs.replace(value, state=head_state))
     _put(watch_table, key, head, partition, changelog)
