@@ -29,10 +29,10 @@ have been lost with the worker). So no alert is lost and no event counts twice; 
 alert carries the same deterministic id, which is how consumers tell it from a new one.
 
 A table's value is written once per offset commit, not once per event, and only the parts of it
-that changed: a value is tens of KB, and the changelog producer was the largest cost of an event. The consumer awaits
-``_write_changed`` before each commit, and it returns once the broker has acknowledged every
-value the committed events changed, so a restarted worker never resumes past what its tables
-hold. (faust's ``exactly_once`` mode was tried and rejected: after a kill -9 its tables came back
+that changed: a value is tens of KB, and the changelog producer was the largest cost of an
+event. The consumer awaits ``_write_changed`` before each commit, and it returns once the broker
+has acknowledged every value the committed events changed, so a restarted worker never resumes
+past what its tables hold. (faust's ``exactly_once`` mode was tried and rejected: after a kill -9 its tables came back
 without updates whose offsets it had committed, and it raised alerts an uninterrupted run did
 not.)
 """
@@ -517,10 +517,9 @@ def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float
     into their faust tables, each without the outputs of events below the ``committed`` offsets
     (``Outbox.forget``), ``slice_s`` seconds of encoding at a time: the changelog records of each
     slice, (topic, partition, key, value; None: a tombstone), the tombstones of orphans due first,
-    a table's head after its parts. The
-    commit's offsets were fixed before: an event between slices is after them. Its change goes
-    with this commit if its table is not staged yet (ahead of the offsets: a restarted worker
-    skips it as applied), else with the next."""
+    a table's head after its parts. The commit's offsets were fixed before: an event between
+    slices is after them. Its change goes with this commit if its table is not staged yet (ahead
+    of the offsets: a restarted worker skips it as applied), else with the next."""
     streams = {tp.partition for tp in assigned if tp.topic in _TABLE_STREAMS}
     facts = {tp.partition for tp in assigned if tp.topic == facts_topic.get_topic_name()}
     done: dict[int, dict[str, int]] = {}  # per partition, the committed offset of each topic keyed as its tables are
