@@ -95,10 +95,12 @@ def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) 
     started_at = codec.decode(lines[0]).time.timestamp()
     grown = len(lines) // 3
     for number, at, changelog, staged_s in replayed(lines, commit_seconds, committed_offsets):
-        writes: Counter[bytes] = Counter()
-        charts = [len(key) + len(value) for topic, _, key, value in changelog if "table-watch" not in topic]
+        writes: Counter[bytes] = Counter()  # per table: its head's, parts' and tombstones' bytes
+        charts = []
         for topic, _, key, value in changelog:
-            if "table-watch" in topic:
+            if "table-watch" not in topic:
+                charts.append(len(key) + len(value or b""))
+            else:
                 writes[table_of(key) if is_part(key) else key] += len(key) + len(value or b"")
         by_window[int((at - started_at) // WINDOW_SECONDS)].append(
             (len(writes) + len(charts), sum(writes.values()) + sum(charts), staged_s)

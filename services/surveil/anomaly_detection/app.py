@@ -427,11 +427,12 @@ def _unapplied_offsets(assigned: Set[TP]) -> dict[TP, int]:
             tp = wanted.get((topic, partition))
             if tp is not None:
                 after[tp] = max(after.get(tp, 0), offset + 1)
-    found, due = dict(_orphans), time.monotonic() + app.conf.producer_request_timeout
+    found = {key: due for key, (_, due) in _orphans.items()}  # found before: their time runs on
+    due = time.monotonic() + app.conf.producer_request_timeout
     _orphans.clear()
     for key in watch_table.data:
         if is_part(key) and key not in named and (partition := partition_for(table_of(key), settings.partitions)) in held:
-            _orphans[key] = (partition, found.get(key, (partition, due))[1])
+            _orphans[key] = (partition, found.get(key, due))
     return after
 
 
