@@ -10,7 +10,9 @@ thread. librdkafka (confluent-kafka) sends the same records for a fifth of the C
 ``DeviceProducer`` is what ``Publisher`` needs of a producer (``send``, ``flush``, ``close``), with
 the settings of the services' own producers (``producer_config``, translated), each record on the
 partition ``partition_for`` gives its key, as every producer of the keyed topics. A record the
-broker refuses fails the next ``send`` or ``flush``.
+broker refuses fails the next ``send`` or ``flush``: librdkafka reports only those, not each
+record delivered, and each key's partition is computed once (docs/performance.md, "The simulated
+floor").
 
 A device encodes and signs what it sends on its own hardware. The benchmarks' floor does that for
 every record before play (``made_ahead``), so that during play it only sends: its shoe lines
@@ -74,7 +76,9 @@ class DeviceProducer:
     def __init__(self, settings: Settings, **librdkafka_overrides: Any) -> None:
         self.failures: list[str] = []
         self._partitions: dict[str, int] = {}
-        self._producer = Producer(librdkafka_config(producer_config(settings)) | librdkafka_overrides)
+        self._partition_of: dict[tuple[str, bytes], int] = {}  # (topic, key): a floor has few keys
+        only_refused = {"delivery.report.only.error": True}
+        self._producer = Producer(librdkafka_config(producer_config(settings)) | only_refused | librdkafka_overrides)
 
     def prepare(self, *names: str) -> None:
         """Connect, and learn the partitions of the topics ``names`` (their full names), now
@@ -84,7 +88,9 @@ class DeviceProducer:
 
     def send(self, topic: str, key: bytes, value: bytes, headers: list[tuple[str, bytes]]) -> None:
         self._raise_failures()
-        partition = partition_for(key, self._partition_count(topic))
+        partition = self._partition_of.get((topic, key))
+        if partition is None:
+            partition = self._partition_of[topic, key] = partition_for(key, self._partition_count(topic))
         while True:
             try:
                 self._producer.produce(topic, value, key, partition=partition, headers=headers, on_delivery=self._delivered)
