@@ -10,9 +10,9 @@ thread. librdkafka (confluent-kafka) sends the same records for a fifth of the C
 ``DeviceProducer`` is what ``Publisher`` needs of a producer (``send``, ``flush``, ``close``), with
 the settings of the services' own producers (``producer_config``, translated), each record on the
 partition ``partition_for`` gives its key, as every producer of the keyed topics. A record the
-broker refuses fails the next ``send`` or ``flush``: librdkafka reports only those, not each
-record delivered, and each key's partition is computed once (docs/performance.md, "The simulated
-floor").
+broker refuses fails the next ``send`` or ``flush``: the client calls back into Python for those
+alone (``delivery.report.only.error``), not for each record delivered, and each key's partition is
+computed once (docs/performance.md, "The simulated floor").
 
 A device encodes and signs what it sends on its own hardware. The benchmarks' floor does that for
 every record before play (``made_ahead``), so that during play it only sends: its shoe lines
