@@ -76,7 +76,7 @@ class DeviceProducer:
     def __init__(self, settings: Settings, **librdkafka_overrides: Any) -> None:
         self.failures: list[str] = []
         self._partitions: dict[str, int] = {}
-        self._partition_of: dict[tuple[str, bytes], int] = {}  # (topic, key): a floor has few keys
+        self._partition_of: dict[tuple[str, bytes], int] = {}  # (topic, key): one a table
         only_refused = {"delivery.report.only.error": True}
         self._producer = Producer(librdkafka_config(producer_config(settings)) | only_refused | librdkafka_overrides)
 
