@@ -77,8 +77,8 @@ class DeviceProducer:
         self.failures: list[str] = []
         self._partitions: dict[str, int] = {}
         self._partition_of: dict[tuple[str, bytes], int] = {}  # (topic, key): one a table
-        only_refused = {"delivery.report.only.error": True}
-        self._producer = Producer(librdkafka_config(producer_config(settings)) | only_refused | librdkafka_overrides)
+        reports = {"delivery.report.only.error": True, "on_delivery": self._delivered}  # of refused records
+        self._producer = Producer(librdkafka_config(producer_config(settings)) | reports | librdkafka_overrides)
 
     def prepare(self, *names: str) -> None:
         """Connect, and learn the partitions of the topics ``names`` (their full names), now
@@ -93,7 +93,7 @@ class DeviceProducer:
             partition = self._partition_of[topic, key] = partition_for(key, self._partition_count(topic))
         while True:
             try:
-                self._producer.produce(topic, value, key, partition=partition, headers=headers, on_delivery=self._delivered)
+                self._producer.produce(topic, value, key, partition=partition, headers=headers)
                 break
             except BufferError:  # its queue is full (a floor played as fast as it goes): let some out
                 self._producer.poll(0.05)
