@@ -17,7 +17,8 @@ gives its outputs or its dead letter, and an output too large for the broker is 
 (``_apply``): no record stops the runner, or leaves it retrying for ever.
 
 A crash before 2 loses nothing: the batch is read again. A crash between 2 and 3 leaves Redis one
-batch ahead of Kafka; when the partitions are next assigned, the runner sees it, publishes the
+batch ahead of Kafka; when the partitions are next assigned, the runner sees it (the broker's
+committed offset, or the later one its own transactions committed), publishes the
 outboxes in one transaction with the offsets, in the order the batch made them (a table's outputs
 come from its partition of each input topic, and their consumers need that order), and resumes
 after it. Either way every input changes the state once and every output is published once, in
@@ -26,8 +27,8 @@ order. Consumers read with ``read_committed``.
 Zombies: a member that stalled while its partitions went to another (or lost Kafka but not Redis)
 must not apply its batch too. Its Redis commit names the progress it expects to find there; the
 other member moved it, so the commit writes nothing and raises ``StaleProgress``, and the runner
-stops. (Its Kafka transaction is fenced by the group generation; a restart of the same instance
-by the transactional id.)
+stops. (Its Kafka transaction is fenced by the group generation, and a runner whose offsets the
+group refuses stops too; a restart of the same instance is fenced by the transactional id.)
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ import msgspec
 import structlog
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.subscription_state import ConsumerRebalanceListener
-from kafka.errors import KafkaError
+from kafka.errors import CommitFailedError, FencedInstanceIdError, KafkaError
 from kafka.partitioner.default import murmur2
 from kafka.structs import OffsetAndMetadata
 
@@ -167,6 +168,10 @@ def _decode(raw: bytes | None, topic: str | None = None) -> Event | codec.Invali
     return event
 
 
+# The group's refusals of a transaction's offsets: the member's generation or id is no longer the group's.
+GROUP_REFUSED = (CommitFailedError, FencedInstanceIdError)
+
+
 class TransactionLost(KafkaError):  # type: ignore[misc]  # kafka-python is untyped
     """A transaction the producer said it committed, which the broker aborted."""
 
@@ -189,6 +194,7 @@ class KafkaRunner:
         self.unrecovered: set[TopicPartition] = set()  # assigned, paused until ``recover`` ran
         self.applied: dict[str, int | None] = {}  # per partition source: the progress Redis holds
         self._partitions: dict[tuple[str, bytes], int] = {}  # (topic, key) -> partition
+        self.committed: dict[TopicPartition, int] = {}  # the offsets this runner's own transactions committed
         member = f"{self.topic_prefix}{processor.name}-{settings.instance_id}"
         self.consumer = KafkaConsumer(
             **settings.kafka_client(),
@@ -401,6 +407,7 @@ class KafkaRunner:
                         f"its commit returned, but the broker aborted it: producer epoch {epoch.epoch} "
                         f"-> {manager.producer_id_and_epoch.epoch}, {failed} of {len(sent)} sends failed"
                     )
+                self.committed.update({tp: offset + 1 for tp, offset in offsets.items()})
                 break
             except Exception as error:
                 if manager.has_fatal_error():
@@ -408,6 +415,13 @@ class KafkaRunner:
                     # transaction, e.g. after restarting in the middle of it). This producer can do
                     # nothing more; stop, and a restart recovers the batch from Redis and publishes it.
                     self.log.error("producer fenced; stopping", error=str(error))
+                    raise
+                if isinstance(error, GROUP_REFUSED):
+                    # The group no longer counts this member (a restarted broker forgot it, or another
+                    # holds its instance id): it refuses the offsets however often they are sent, and
+                    # only a poll rejoins. Stop likewise; the restart rejoins and recovers the batch.
+                    self.log.error("the group refused the batch's offsets; stopping", error=str(error))
+                    self._abort()
                     raise
                 self.log.warning("transaction failed; retrying", error=str(error), delay=delay)
                 self._abort()
@@ -444,8 +458,10 @@ class KafkaRunner:
             applied = self.applied[_source(tp)] = progress.get(_source(tp))
             if applied is None:
                 continue
-            committed = self.consumer.committed(tp)
-            if committed is None or committed <= applied:
+            # Right after a broker restart the broker has answered with the offset from before this
+            # runner's own last commit: what its transactions committed, the runner knows itself.
+            committed = max(self.consumer.committed(tp) or 0, self.committed.get(tp, 0))
+            if committed <= applied:
                 place, outputs = _outbox(self.backend.outbox(self.processor.name, _source(tp)))
                 unfinished.append((place, tp, applied, outputs))
             self.consumer.seek(tp, applied + 1)

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 import redis
-from kafka import KafkaProducer
+from kafka import KafkaProducer, TopicPartition
+from kafka.errors import CommitFailedError
 
 from integration.deployment import (
     Deployment,
@@ -70,6 +71,21 @@ def crash_before_the_kafka_commit(run: KafkaRunner) -> None:
         raise Crash  # the outputs and offsets were sent in the open transaction
 
     run.producer.commit_transaction = die  # type: ignore[method-assign]
+
+
+def started(run: KafkaRunner) -> tuple[threading.Thread, list[BaseException]]:
+    """``run`` running in a thread, and the list that gets what it raised."""
+    failures: list[BaseException] = []
+
+    def go() -> None:
+        try:
+            run.run()
+        except BaseException as error:  # noqa: BLE001 - handed to the test's thread
+            failures.append(error)
+
+    thread = threading.Thread(target=go)
+    thread.start()
+    return thread, failures
 
 
 def settles_as_offline(deployment: Deployment, run: KafkaRunner, events: list[m.Event]) -> None:
@@ -130,6 +146,59 @@ def test_a_transaction_aborted_under_a_commit_that_returned_is_published_again(d
     assert bumped == [1], "the epoch was bumped once, from 0"
 
 
+def test_a_batch_the_runner_committed_is_not_published_again_when_the_broker_answers_an_older_offset(
+    deployment: Deployment,
+) -> None:
+    """Right after a broker restart, a runner that had just committed a batch lost its place in the
+    group, rejoined, and was told its partitions' committed offsets from before that commit; it
+    published the batch a second time from its Redis outbox. What its own transactions committed
+    the runner knows itself. Here: the first batch's commit, then the member falls out of the group
+    (as its heartbeat thread does on UnknownMemberId), and the broker's first answer for each of the
+    batch's partitions is its offset from before the batch."""
+    events = simulated_floor(tables=2, shoes=1, seed=15)
+    deployment.publish(table_events(events))
+    run = runner(deployment)
+    publish, committed, older = run._publish, run.consumer.committed, {}
+
+    def publish_then_fall_out(outputs: Any, offsets: dict[TopicPartition, int]) -> None:
+        first = not older
+        if first:
+            older.update({tp: committed(tp) for tp in offsets})
+        publish(outputs, offsets)
+        if first:
+            run.consumer._coordinator.reset_generation()
+
+    def older_once(tp: TopicPartition) -> int | None:
+        return older.pop(tp) if tp in older else committed(tp)
+
+    run._publish = publish_then_fall_out  # type: ignore[method-assign]
+    run.consumer.committed = older_once  # type: ignore[method-assign]
+    settles_as_offline(deployment, run, events)
+    assert older == {}, "every partition of the first batch was recovered"
+
+
+def test_a_runner_whose_group_refuses_its_offsets_stops_and_the_next_publishes_the_batch_once(deployment: Deployment) -> None:
+    """A broker back from a restart may have forgotten the member (IllegalGeneration, UnknownMemberId),
+    or another member may hold its instance id (FencedInstanceId): the group refuses the batch's
+    offsets however often the transaction is tried, and the consumer rejoins only when polled. The
+    runner stops, as a fenced one does; the next rejoins and publishes the batch from Redis once.
+    Here the first runner's offsets carry a generation the group never had."""
+    events = simulated_floor(tables=2, shoes=1, seed=15)
+    deployment.publish(table_events(events))
+    first = runner(deployment)
+    group_metadata = first.consumer.group_metadata
+    first.consumer.group_metadata = lambda: group_metadata()._replace(generation_id=1_000)  # type: ignore[method-assign]
+    thread, failures = started(first)
+    thread.join(30)
+    stopped_itself = not thread.is_alive()
+    first.stop.set()
+    thread.join(60)
+    assert stopped_itself, "the runner kept trying a transaction the group refuses"
+    assert [type(error) for error in failures] == [CommitFailedError]
+    assert deployment.applied_offsets(), "the batch reached Redis"
+    settles_as_offline(deployment, runner(deployment), events)
+
+
 def test_a_runner_whose_partitions_another_instance_moved_on_stops_without_writing(deployment: Deployment) -> None:
     """A zombie: while it stalled, another member applied its partitions (here: moved their
     progress in Redis). Its next commit finds the progress moved, writes nothing, and it stops."""
@@ -137,16 +206,7 @@ def test_a_runner_whose_partitions_another_instance_moved_on_stops_without_writi
     half = len(inputs) // 2
     deployment.publish(inputs[:half])
     zombie = runner(deployment)
-    failures: list[BaseException] = []
-
-    def run() -> None:
-        try:
-            zombie.run()
-        except BaseException as error:  # noqa: BLE001 - handed to the test's thread
-            failures.append(error)
-
-    thread = threading.Thread(target=run)
-    thread.start()
+    thread, failures = started(zombie)
     deployment.wait_until_settled()
     moved_on = {source: offset + 1_000 for source, offset in deployment.applied_offsets().items()}
     redis.Redis.from_url(deployment.redis_url).hset(f"{deployment.redis_prefix}settlement:progress", mapping=moved_on)
