@@ -9,7 +9,8 @@
 # 2. An empty data volume is formatted with the admin's SCRAM credential (kafka-storage.sh
 #    format --add-scram): KRaft keeps credentials in its metadata log, and the admin, the broker's
 #    super user, stores everyone else's (kafka-init: python -m surveil.runtime.access setup). The
-#    image would format it without; it finds it formatted and goes on.
+#    image would format it without; it finds it formatted and goes on. Eligible leader replicas
+#    are off (docs/faults.md, "The broker killed -9").
 #
 # Environment (docker-compose.yml): SCRAM_ADMIN_PASSWORD_FILE (the admin's password, a Docker
 # secret), CLIENT_SECURITY_PROTOCOL (SASL_PLAINTEXT or SASL_SSL: the INTERNAL and EXTERNAL
@@ -66,6 +67,7 @@ log.dirs=$data
 EOF
   echo "===> Formatting $data (cluster $CLUSTER_ID) with the admin's SCRAM credential"
   /opt/kafka/bin/kafka-storage.sh format --cluster-id "$CLUSTER_ID" -c "$format" \
+    --feature eligible.leader.replicas.version=0 \
     --add-scram "SCRAM-SHA-256=[name=admin,password=$SCRAM_ADMIN_PASSWORD]"
   rm -f "$format"
 fi

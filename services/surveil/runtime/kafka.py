@@ -458,8 +458,9 @@ class KafkaRunner:
             applied = self.applied[_source(tp)] = progress.get(_source(tp))
             if applied is None:
                 continue
-            # Right after a broker restart the broker has answered with the offset from before this
-            # runner's own last commit: what its transactions committed, the runner knows itself.
+            # A broker whose group coordinator fell out of step with its log (Kafka 4.1, restarted
+            # after a kill -9) answered with the offset from before this runner's own last commit:
+            # what its own transactions committed, the runner knows itself.
             committed = max(self.consumer.committed(tp) or 0, self.committed.get(tp, 0))
             if committed <= applied:
                 place, outputs = _outbox(self.backend.outbox(self.processor.name, _source(tp)))
