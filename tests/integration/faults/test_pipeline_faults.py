@@ -167,9 +167,9 @@ class Supervisor:
     the test, with its log (here an exit that no fault explains is a bug to see). A killed broker
     kills too: a service that cannot reach it at its start exits (the faust worker, a service
     killed and started again while the broker is away), a runner whose producer the restarted
-    broker fenced, or whose offsets the group refuses, stops; such an exit, while the broker is away or within ``BROKER_GRACE_S`` of
-    its return, is started again, as a deployment's restart policy would, and reported. Faults
-    and the watch take turns."""
+    broker fenced, or whose offsets the group refuses, stops; such an exit, while the broker is
+    away or within ``BROKER_GRACE_S`` of its return, is started again, as a deployment's restart
+    policy would, and reported. Faults and the watch take turns."""
 
     BROKER_GRACE_S = 60.0
 
