@@ -334,9 +334,8 @@ kafka_start() {
       local cluster
       cluster=$(java "${JAVA_OPTS[@]}" -cp "$KDIR/libs/*" kafka.tools.StorageTool random-uuid)
       say "kafka: formatting $KDIR/data (cluster $cluster) with the admin's SCRAM credential"
-      # Eligible leader replicas off: docs/faults.md, "The broker killed -9".
       java "${JAVA_OPTS[@]}" -cp "$KDIR/libs/*" kafka.tools.StorageTool format \
-        -t "$cluster" -c "$KDIR/server.properties" --feature eligible.leader.replicas.version=0 \
+        -t "$cluster" -c "$KDIR/server.properties" \
         --add-scram "SCRAM-SHA-256=[name=admin,password=$(<"$SDIR/kafka-admin.password")]" >>"$KDIR/kafka.log" 2>&1 ||
         die "kafka: storage format failed, see $KDIR/kafka.log"
       date -u +%FT%TZ >"$KDIR/data/$SCRAM_STAMP"

@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 
 from surveil.events.topics import ALL_TOPICS
-from surveil.runtime.topic_admin import create_topics, partitions_from_env
+from surveil.runtime.topic_admin import create_topics, partitions_from_env, settle_features
 
 ROOT = Path(__file__).resolve().parents[1]
 STACK_SH = ROOT / "ops" / "stack.sh"
@@ -191,7 +191,8 @@ def kafka_broker(request: pytest.FixtureRequest, kafka_partitions: int) -> Kafka
         container.start()
         request.addfinalizer(container.stop)
         bootstrap = container.get_bootstrap_server()
-        create_topics(bootstrap, ALL_TOPICS, kafka_partitions)  # as ops/stack.sh up does
+        settle_features(bootstrap)  # as ops/stack.sh up does
+        create_topics(bootstrap, ALL_TOPICS, kafka_partitions)
         return KafkaBroker(bootstrap, "testcontainer", container)
     stack: OpsStack = request.getfixturevalue("ops_stack")
     stack.ensure_up()

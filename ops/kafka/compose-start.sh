@@ -67,7 +67,6 @@ log.dirs=$data
 EOF
   echo "===> Formatting $data (cluster $CLUSTER_ID) with the admin's SCRAM credential"
   /opt/kafka/bin/kafka-storage.sh format --cluster-id "$CLUSTER_ID" -c "$format" \
-    --feature eligible.leader.replicas.version=0 \
     --add-scram "SCRAM-SHA-256=[name=admin,password=$SCRAM_ADMIN_PASSWORD]"
   rm -f "$format"
 fi

@@ -9,6 +9,9 @@ missing topics with them and alters an existing topic whose settings differ, so 
 of the variables, reaches the broker at the next ``ops/stack.sh up`` (or compose's kafka-init)::
 
     python -m surveil.runtime.topic_admin create --bootstrap 127.0.0.1:9092 --partitions 6
+
+``create`` also sets the cluster's feature levels the deployment needs (``FEATURES``), where the
+broker's differ: a new cluster gets them at its first start, an existing one at its next.
 """
 
 from __future__ import annotations
@@ -33,6 +36,12 @@ DAY_MS = 86_400_000
 # done about it. The dead letters are the engineers' (what a service refused, and why): a refused
 # device message is also an alert, kept with the evidence.
 EVIDENCE = (topics.SHOE, topics.INPUTS, topics.TABLE, topics.SETTLEMENT, topics.ALERTS, topics.ALERT_ACTIONS)
+
+
+# Cluster-wide feature levels (KIP-584), set by ``settle_features``. Eligible leader replicas
+# off: a one-node cluster killed -9 came back through unclean leader elections with them on, and
+# its group coordinator fell out of step with its log (docs/faults.md, "The broker killed -9").
+FEATURES = {"eligible.leader.replicas.version": 0}
 
 
 def partitions_from_env() -> int:
@@ -114,6 +123,42 @@ def create_topics(
         return report
     finally:
         admin.close()
+
+
+def feature_levels(bootstrap: str) -> dict[str, int]:
+    """Each feature the broker supports, at its finalized level (0: not finalized, off)."""
+    admin = _admin(bootstrap)
+    try:
+        return _levels(admin)
+    finally:
+        admin.close()
+
+
+def settle_features(bootstrap: str, features: Mapping[str, int] = FEATURES, timeout_s: float = 30.0) -> dict[str, tuple[int, int]]:
+    """Set each of ``features`` to its level where the cluster's differs, and wait until the
+    broker reports the new levels; what changed, by feature: (old, new)."""
+    admin = _admin(bootstrap)
+    try:
+        current = _levels(admin)
+        changes = {name: (current.get(name, 0), level) for name, level in features.items() if current.get(name, 0) != level}
+        if not changes:
+            return {}
+        updates = {name: ("SAFE_DOWNGRADE" if new < old else "UPGRADE", new) for name, (old, new) in changes.items()}
+        failed = {name: result for name, result in admin.update_features(updates).items() if result != "OK"}
+        if failed:
+            raise RuntimeError(f"feature levels not set: {failed}")
+        deadline = time.monotonic() + timeout_s
+        while any(_levels(admin).get(name, 0) != new for name, (_, new) in changes.items()):  # the broker learns them from the controller
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the broker still reports other feature levels after {timeout_s} s: {_levels(admin)}")
+            time.sleep(0.2)
+        return changes
+    finally:
+        admin.close()
+
+
+def _levels(admin: Any) -> dict[str, int]:
+    return {name: feature.get("finalized", (0, 0))[1] for name, feature in admin.describe_features().items()}
 
 
 def described_configs(bootstrap: str, names: Iterable[str]) -> dict[str, dict[str, str]]:
@@ -206,7 +251,7 @@ def main(argv: list[str] | None = None) -> int:
         prog="python -m surveil.runtime.topic_admin", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = parser.add_subparsers(dest="command", required=True)
-    create = sub.add_parser("create", help="create the missing topics (idempotent)")
+    create = sub.add_parser("create", help="set the cluster's features and create the missing topics (idempotent)")
     create.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
     create.add_argument("--partitions", type=int, default=partitions_from_env())
     create.add_argument("--replication", type=int, default=1)
@@ -222,6 +267,8 @@ def main(argv: list[str] | None = None) -> int:
         for name, settings in topic_configs().items():
             print(f"{name}: {' '.join(f'{key}={value}' for key, value in settings.items())}")
         return 0
+    for name, (old, new) in settle_features(args.bootstrap).items():
+        print(f"feature {name}: {old} -> {new}")
     names = args.topics or ALL_TOPICS
     table = topic_configs()
     report = create_topics(args.bootstrap, names, args.partitions, args.replication, configs=table)
