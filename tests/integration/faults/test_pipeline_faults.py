@@ -50,6 +50,40 @@ STRIKE_WINDOW_S = 60.0  # each fault strikes at a random point this long after e
 SEED = seeds.seed("FAULTS_SEED")
 
 
+KAFKA_LOG = ROOT / ".stack" / "kafka" / "kafka.log"
+# What Kafka's group coordinator logs when it fell out of step with __consumer_offsets after a
+# restart (a Kafka defect, docs/faults.md "The broker killed -9"): it then refuses, or forgets, the
+# groups of that partition until the broker is restarted.
+OUT_OF_STEP = "is out of sync with the underlying log"
+
+
+class BrokerLog:
+    """What the broker of ops/stack.sh logs from now on (its log rolls at 100 MB; after a roll,
+    from the new file's start)."""
+
+    def __init__(self) -> None:
+        self.offset = self._size()
+
+    @staticmethod
+    def _size() -> int:
+        try:
+            return KAFKA_LOG.stat().st_size
+        except FileNotFoundError:
+            return 0
+
+    def read(self) -> str:
+        """The whole lines written since the last read."""
+        size = self._size()
+        if size < self.offset:
+            self.offset = 0
+        with KAFKA_LOG.open("rb") as log:
+            log.seek(self.offset)
+            written = log.read(size - self.offset)
+        whole = written[: written.rfind(b"\n") + 1]
+        self.offset += len(whole)
+        return whole.decode(errors="replace")
+
+
 def stack_sh(*args: str) -> None:
     proc = subprocess.run(["bash", str(ROOT / "ops" / "stack.sh"), *args], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"ops/stack.sh {' '.join(args)}:\n{proc.stdout}\n{proc.stderr}"
@@ -138,9 +172,9 @@ def faults(deployment: Deployment, inputs: DisturbedInputs, seed: str, superviso
         return "restarted"
 
     def restart_kafka() -> str:
-        killed = time.monotonic()
+        killed, log = time.monotonic(), BrokerLog()
         stack_sh("restart-kafka")
-        supervisor.broker_away(killed, time.monotonic())
+        supervisor.broker_away(killed, time.monotonic(), log)
         return f"restarted, serving again {time.monotonic() - killed:.0f} s later"
 
     def duplicate() -> str:
@@ -169,9 +203,12 @@ class Supervisor:
     killed and started again while the broker is away), a runner whose producer the restarted
     broker fenced, or whose offsets the group refuses, stops; such an exit, while the broker is
     away or within ``BROKER_GRACE_S`` of its return, is started again, as a deployment's restart
-    policy would, and reported. Faults and the watch take turns."""
+    policy would, and reported. A broker whose group coordinator fell out of step with its log
+    after its restart (Kafka's defect, ``OUT_OF_STEP``) is restarted once more, as the on-call
+    engineer would (docs/faults.md), and reported. Faults and the watch take turns."""
 
     BROKER_GRACE_S = 60.0
+    OUT_OF_STEP_WATCH_S = 300.0  # how long after a broker's return its log is watched
 
     def __init__(self, deployment: Deployment) -> None:
         self.deployment = deployment
@@ -179,12 +216,15 @@ class Supervisor:
         self.exits: list[str] = []  # exits no fault explains: the test fails
         self.restarts: list[str] = []  # exits the broker's absence explains: started again
         self.away: list[tuple[float, float]] = []  # when the broker was killed, and served again
+        self.watched: list[tuple[float, BrokerLog]] = []  # since a broker's return: its log
+        self.remedies: list[str] = []  # broker restarts for OUT_OF_STEP
         self.done = threading.Event()
         self.thread = threading.Thread(target=self._watch, daemon=True)
         self.thread.start()
 
-    def broker_away(self, killed: float, back: float) -> None:
+    def broker_away(self, killed: float, back: float, log: BrokerLog) -> None:
         self.away.append((killed, back))
+        self.watched.append((back, log))
 
     def _watch(self) -> None:
         while not self.done.wait(0.5):
@@ -198,6 +238,20 @@ class Supervisor:
                     else:
                         self.exits.append(f"{service} exited (no fault killed it):\n{tail}")
                         self.done.set()
+                self._restart_a_broker_out_of_step(now)
+
+    def _restart_a_broker_out_of_step(self, now: float) -> None:
+        self.watched = [(back, log) for back, log in self.watched if now - back < self.OUT_OF_STEP_WATCH_S]
+        for back, log in self.watched:
+            found = next((line for line in log.read().splitlines() if OUT_OF_STEP in line), None)
+            if found is None:
+                continue
+            killed, log = time.monotonic(), BrokerLog()
+            stack_sh("restart-kafka", "--graceful")
+            self.away.append((killed, time.monotonic()))
+            self.watched = [(time.monotonic(), log)] if not self.remedies else []  # twice at most
+            self.remedies.append(f"{now - back:.0f} s after its return: {found[:200]}")
+            return
 
     def check(self) -> None:
         assert not self.exits, "\n".join(self.exits)
@@ -289,6 +343,7 @@ def run_through(
         assert "inputs published again" not in struck or inputs.copied, "no input came to be published again"
         assert "an inputs partition held back" not in struck or inputs.late, "no input came to be held back"
         print(f"started again after exiting while the broker was away: {supervisor.restarts or 'none'}")
+        print(f"the broker restarted again, its group coordinator out of step: {supervisor.remedies or 'never'}")
     finally:  # a test that failed leaves nothing striking, or starting services, in its teardown
         for timer in timers:
             timer.cancel()
