@@ -96,14 +96,16 @@ class ShoeGateway:
                 await asyncio.sleep(delay)
                 waited += delay
                 delay = min(delay * 2, RECONNECT_SECONDS[1])
-        if self.acks is not None:
+        reconnected = self.acks is not None
+        if reconnected:
             self.reconnects += 1
         self.writer = writer
         self.acks = asyncio.create_task(self._read_acks(reader, writer))
         self.unsent.clear()  # they are among the unacknowledged lines, all resent below
         resend = [line for lines in self.unacked.values() for _, line in lines]
         if resend:
-            self.log.info("reconnected; resending unacknowledged lines", lines=len(resend))
+            if reconnected:
+                self.log.info("reconnected; resending unacknowledged lines", lines=len(resend))
             writer.writelines(resend)
         return writer
 

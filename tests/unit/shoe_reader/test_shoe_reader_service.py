@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import structlog
+import structlog.testing
 from prometheus_client import REGISTRY
 
 from surveil.events import codec, deadletter, topics
@@ -354,9 +356,12 @@ def test_after_a_lost_connection_the_gateway_resends_and_nothing_is_published_tw
         await server2
         return gateway
 
-    gateway = asyncio.run(scenario())
+    with structlog.testing.capture_logs() as logged:
+        gateway = asyncio.run(scenario())
     assert [e.id for e in broker.events()] == [f"T07:S1:{seq}" for seq in range(1, 31)]
     assert gateway.reconnects == 1
+    resent = [entry for entry in logged if entry["event"] == "reconnected; resending unacknowledged lines"]
+    assert [entry["lines"] for entry in resent] == [11]  # 11-20 and 21, whose send reconnected; not at the first connection
 
 
 async def start_reader_on(handler: LineHandler, port: int) -> tuple[int, asyncio.Event, asyncio.Task[None]]:
