@@ -76,6 +76,8 @@ class BrokerLog:
         size = self._size()
         if size < self.offset:
             self.offset = 0
+        if size == self.offset:
+            return ""
         with KAFKA_LOG.open("rb") as log:
             log.seek(self.offset)
             written = log.read(size - self.offset)
@@ -246,10 +248,15 @@ class Supervisor:
             found = next((line for line in log.read().splitlines() if OUT_OF_STEP in line), None)
             if found is None:
                 continue
-            killed, log = time.monotonic(), BrokerLog()
-            stack_sh("restart-kafka", "--graceful")
+            killed, fresh = time.monotonic(), BrokerLog()
+            try:
+                stack_sh("restart-kafka", "--graceful")
+            except AssertionError as e:
+                self.exits.append(f"the broker's restart for its coordinator out of step failed: {e}")
+                self.done.set()
+                return
             self.away.append((killed, time.monotonic()))
-            self.watched = [(time.monotonic(), log)] if not self.remedies else []  # twice at most
+            self.watched = [(time.monotonic(), fresh)] if not self.remedies else []  # twice at most
             self.remedies.append(f"{now - back:.0f} s after its return: {found[:200]}")
             return
 
