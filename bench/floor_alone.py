@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import FLOOR_SIMULATOR, PACE, Pipeline, PlaySpec, Simulator
-from procstat import load_average
+from procstat import load_average, proc_cpu_seconds, proc_status
 from surveil.sim.live import TICK_SECONDS
 
 
@@ -57,16 +57,12 @@ def threads(pid: int) -> dict[str, tuple[float, int]]:
     """Each thread's CPU seconds and voluntary context switches, summed by the thread's name."""
     seen: dict[str, tuple[float, int]] = {}
     for task in Path(f"/proc/{pid}/task").iterdir():
+        tid = int(task.name)
         try:
-            stat = (task / "stat").read_text()
-            switches = next(
-                int(line.split()[1]) for line in (task / "status").read_text().splitlines() if line.startswith("voluntary_ctxt_switches")
-            )
-        except (FileNotFoundError, ProcessLookupError, StopIteration):
-            continue
-        name = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        cpu = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+            name = (task / "comm").read_text().strip()
+            cpu, switches = proc_cpu_seconds(pid, tid), proc_status(pid, "voluntary_ctxt_switches", tid)
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # the thread ended meanwhile
         was = seen.get(name, (0.0, 0))
         seen[name] = (was[0] + cpu, was[1] + switches)
     return seen
@@ -111,9 +107,10 @@ def measure(tables: int, seconds: float, warm_up: float, tick: float, ack_second
     spent = {
         name: (cpu - before.get(name, (0.0, 0))[0], switches - before.get(name, (0.0, 0))[1]) for name, (cpu, switches) in after.items()
     }
+    cpu_seconds = sum(cpu for cpu, _ in spent.values())
     return {
-        "ms_a_round": sum(cpu for cpu, _ in spent.values()) * 1000 / rounds,
-        "core": sum(cpu for cpu, _ in spent.values()) / window,
+        "ms_a_round": cpu_seconds * 1000 / rounds,
+        "core": cpu_seconds / window,
         "threads": {name: (cpu * 1000 / rounds, switches / window) for name, (cpu, switches) in spent.items() if cpu or switches > window},
         "window": window,
         "load": (min(load), max(load)),
@@ -128,11 +125,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=1)
     parser.add_argument("--tick-ms", type=float, default=TICK_SECONDS * 1000, help="the floor's loop wakes at most this often (play_live)")
     parser.add_argument("--ack-ms", type=float, default=5, help="the stand-in reader acknowledges a read this long after it")
-    parser.add_argument("--bootstrap", default=None, help="default: KAFKA_BOOTSTRAP")
-    parser.add_argument("--redis", default=None, help="default: REDIS_URL")
+    parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
+    parser.add_argument("--redis", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
     args = parser.parse_args()
-    bootstrap = args.bootstrap or os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092")
-    redis_url = args.redis or os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")
     figures = []
     for run in range(1, args.runs + 1):
         print(
@@ -140,7 +135,7 @@ def main() -> None:
             file=sys.stderr,
             flush=True,
         )
-        result = measure(args.tables, args.seconds, args.warm_up, args.tick_ms / 1000, args.ack_ms / 1000, bootstrap, redis_url)
+        result = measure(args.tables, args.seconds, args.warm_up, args.tick_ms / 1000, args.ack_ms / 1000, args.bootstrap, args.redis)
         figures.append(result["ms_a_round"])
         each = ", ".join(f"{name} {ms:.2f} ms, {wakes:.0f} wakes/s" for name, (ms, wakes) in sorted(result["threads"].items()))
         print(

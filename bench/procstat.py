@@ -24,14 +24,21 @@ def load_average() -> tuple[float, float, float]:
     return float(one), float(five), float(fifteen)
 
 
-def proc_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+def _proc(pid: int, tid: int | None) -> Path:
+    # /proc/<tid> answers for a thread with its whole process' figures: a thread's are under task/.
+    return Path(f"/proc/{pid}") if tid is None else Path(f"/proc/{pid}/task/{tid}")
+
+
+def proc_cpu_seconds(pid: int, tid: int | None = None) -> float:
+    """The CPU seconds of process ``pid``, or of its thread ``tid``."""
+    fields = (_proc(pid, tid) / "stat").read_text().rpartition(")")[2].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def proc_status(pid: int, field_name: str) -> int:
-    """A ``kB`` figure of /proc/<pid>/status (VmHWM: peak resident set, VmRSS: now)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+def proc_status(pid: int, field_name: str, tid: int | None = None) -> int:
+    """A figure of /proc/<pid>/status, or of its thread ``tid``'s (VmHWM: peak resident set in
+    kB, VmRSS: now; voluntary_ctxt_switches: the times it slept)."""
+    for line in (_proc(pid, tid) / "status").read_text().splitlines():
         if line.startswith(field_name + ":"):
             return int(line.split()[1])
     return 0

@@ -174,10 +174,7 @@ def faults(deployment: Deployment, inputs: DisturbedInputs, seed: str, superviso
         return "restarted"
 
     def restart_kafka() -> str:
-        killed, log = time.monotonic(), BrokerLog()
-        stack_sh("restart-kafka")
-        supervisor.broker_away(killed, time.monotonic(), log)
-        return f"restarted, serving again {time.monotonic() - killed:.0f} s later"
+        return f"restarted, serving again {supervisor.restart_broker():.0f} s later"
 
     def duplicate() -> str:
         count = random.Random(f"{seed}:duplicate").randint(5, 30)
@@ -224,9 +221,16 @@ class Supervisor:
         self.thread = threading.Thread(target=self._watch, daemon=True)
         self.thread.start()
 
-    def broker_away(self, killed: float, back: float, log: BrokerLog) -> None:
+    def restart_broker(self, *how: str) -> float:
+        """``ops/stack.sh restart-kafka`` (``how``: ``--graceful``, else kill -9); its absence
+        explains the exits it causes, and its log is watched from its return. Returns the seconds
+        until it served again."""
+        killed, log = time.monotonic(), BrokerLog()
+        stack_sh("restart-kafka", *how)
+        back = time.monotonic()
         self.away.append((killed, back))
         self.watched.append((back, log))
+        return back - killed
 
     def _watch(self) -> None:
         while not self.done.wait(0.5):
@@ -244,20 +248,20 @@ class Supervisor:
 
     def _restart_a_broker_out_of_step(self, now: float) -> None:
         self.watched = [(back, log) for back, log in self.watched if now - back < self.OUT_OF_STEP_WATCH_S]
-        for back, log in self.watched:
-            found = next((line for line in log.read().splitlines() if OUT_OF_STEP in line), None)
+        for watched in self.watched:
+            found = next((line for line in watched[1].read().splitlines() if OUT_OF_STEP in line), None)
             if found is None:
                 continue
-            killed, fresh = time.monotonic(), BrokerLog()
+            self.watched.remove(watched)
+            if len(self.remedies) == 2:  # twice at most
+                return
             try:
-                stack_sh("restart-kafka", "--graceful")
+                self.restart_broker("--graceful")
             except AssertionError as e:
                 self.exits.append(f"the broker's restart for its coordinator out of step failed: {e}")
                 self.done.set()
                 return
-            self.away.append((killed, time.monotonic()))
-            self.watched = [(time.monotonic(), fresh)] if not self.remedies else []  # twice at most
-            self.remedies.append(f"{now - back:.0f} s after its return: {found[:200]}")
+            self.remedies.append(f"{now - watched[0]:.0f} s after its return: {found[:200]}")
             return
 
     def check(self) -> None:

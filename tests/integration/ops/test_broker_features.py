@@ -5,13 +5,10 @@ them."""
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 
 import pytest
-from kafka.admin import KafkaAdminClient
 
-from surveil.runtime.config import kafka_client_config
 from surveil.runtime.topic_admin import FEATURES, feature_levels, main, settle_features
 
 ELIGIBLE_LEADER_REPLICAS = "eligible.leader.replicas.version"
@@ -30,15 +27,7 @@ def test_the_stacks_broker_runs_without_eligible_leader_replicas(kafka_bootstrap
 def eligible_leader_replicas_on(kafka_bootstrap: str) -> Iterator[None]:
     """The cluster as a data directory formatted by Kafka 4.1's defaults leaves it; settled back
     afterwards, whatever the test did."""
-    admin = KafkaAdminClient(**kafka_client_config(kafka_bootstrap))
-    try:
-        assert admin.update_features({ELIGIBLE_LEADER_REPLICAS: ("UPGRADE", 1)}) == {ELIGIBLE_LEADER_REPLICAS: "OK"}
-    finally:
-        admin.close()
-    deadline = time.monotonic() + 30
-    while feature_levels(kafka_bootstrap)[ELIGIBLE_LEADER_REPLICAS] != 1:
-        assert time.monotonic() < deadline, "the broker never reported the feature on"
-        time.sleep(0.2)
+    assert settle_features(kafka_bootstrap, {ELIGIBLE_LEADER_REPLICAS: 1}) == {ELIGIBLE_LEADER_REPLICAS: (0, 1)}
     try:
         yield
     finally:
