@@ -1,7 +1,8 @@
 """The live faults suite run again and again, each run with a seed of its own (the faults strike at
 other points, the disturbances take other inputs): how many runs held. A run holds when every
-test of it passes; a failed run is printed with its seed (``FAULTS_SEED=<seed>`` runs it again)
-and the tail of its output is kept in ``--logs``.
+test of it passes; a failed run is printed with its seed (``FAULTS_SEED=<seed>`` runs it again).
+Each run's output is kept in ``--logs``, and a failed run's temporary directory too, with the
+services' own logs in it (pytest's ``--basetemp``; a run that held has its directory removed).
 
 Needs the stack (``ops/stack.sh up`` on your ports) and its admin environment, as ``ops/test.sh``
 sets it up:
@@ -18,6 +19,7 @@ import argparse
 import os
 import random
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -50,10 +52,19 @@ def main() -> int:
     for number in range(1, args.runs + 1):
         seed = random.SystemRandom().randrange(2**32) if args.seed is None else args.seed
         log = args.logs / f"run-{number:03d}-seed-{seed}.log"
+        basetemp = log.with_suffix("")  # pytest's own rotate after three runs, and a failed run's logs with them
         began = time.monotonic()
         with log.open("wb") as out:
             done = subprocess.run(
-                [str(ROOT / ".venv" / "bin" / "pytest"), "-p", "no:cacheprovider", "-rA", "-s", *(args.pytest_args or SUITE)],
+                [
+                    str(ROOT / ".venv" / "bin" / "pytest"),
+                    "-p",
+                    "no:cacheprovider",
+                    "-rA",
+                    "-s",
+                    f"--basetemp={basetemp}",
+                    *(args.pytest_args or SUITE),
+                ],
                 cwd=ROOT,
                 env={**os.environ, "FAULTS_SEED": str(seed)},
                 stdout=out,
@@ -63,10 +74,12 @@ def main() -> int:
         summary = [line for line in text.splitlines() if re.match(r"(PASSED|FAILED|ERROR|SKIPPED) tests/", line)]  # pytest -rA's
         ok = done.returncode == 0 and bool(summary) and not any(line.startswith(("SKIPPED", "ERROR")) for line in summary)
         held += ok
+        if ok:
+            shutil.rmtree(basetemp, ignore_errors=True)
         verdict = "held" if ok else f"FAILED (exit {done.returncode})"
         print(
             f"run {number:>3}/{args.runs}  seed {seed:>10}  {verdict:<18} {time.monotonic() - began:>5.0f} s  "
-            f"load {load()}  {'; '.join(line.split('::')[-1][:70] for line in summary if not line.startswith('PASSED'))}",
+            f"load {load()}  {'' if ok else f'logs {basetemp}  '}{'; '.join(line.split('::')[-1][:70] for line in summary if not line.startswith('PASSED'))}",
             flush=True,
         )
     print(f"held {held}/{args.runs} in {time.monotonic() - started:,.0f} s; load average {load()}")

@@ -12,7 +12,9 @@ Three faust behaviours lost events across a restart of the worker, or made it re
   queue was stepped over that way; a worker killed then never read it (a round's opening, and with
   it every bet of the round). Here a hole is what the broker did not return between two returned
   messages, acked once the stream has processed the message after it, and a commit goes up to the
-  first offset that is neither processed nor in a hole, and no further.
+  first offset that is neither processed nor in a hole, and no further. An ack below the
+  committed offset is dropped as done: a commit that waited across a rebalance (the broker away)
+  can land after its messages were read and acked again, and those acks held every later commit.
 - Resuming. After an assignment faust resumes the input partitions, seeks them to the committed
   offsets, then clears the streams' queues; what the fetcher queued in between was cleared and
   never read again (its read offset had passed it): a card read lost, a switched card alerted.
@@ -111,10 +113,14 @@ class Consumer(aiokafka.Consumer):
     def _new_offset(self, tp: TP) -> int | None:
         acked = self._acked[tp]
         self._ack_holes(tp)
+        committed = self._committed_offset[tp]
+        # Acked below the committed offset: read again after a rebalance while the commit that
+        # covers them waited (for the changelog, the broker away), and acked before it landed.
+        done = {offset for offset in acked if committed is not None and offset < committed}
+        acked[:] = sorted(set(acked) - done)  # a message read twice (around a seek) is acked twice
+        self._acked_index[tp].difference_update(done)
         if not acked:
             return None
-        acked[:] = sorted(set(acked))  # a message read twice (around a seek) is acked twice
-        committed = self._committed_offset[tp]
         if committed is not None and acked[0] != committed:  # a message is missing: not past it
             if self._held.get(tp) != committed:
                 self._held[tp] = committed
