@@ -12,9 +12,7 @@ Three faust behaviours lost events across a restart of the worker, or made it re
   queue was stepped over that way; a worker killed then never read it (a round's opening, and with
   it every bet of the round). Here a hole is what the broker did not return between two returned
   messages, acked once the stream has processed the message after it, and a commit goes up to the
-  first offset that is neither processed nor in a hole, and no further. An ack below the
-  committed offset is dropped as done: a commit that waited across a rebalance (the broker away)
-  can land after its messages were read and acked again, and those acks held every later commit.
+  first offset that is neither processed nor in a hole, and no further.
 - Resuming. After an assignment faust resumes the input partitions, seeks them to the committed
   offsets, then clears the streams' queues; what the fetcher queued in between was cleared and
   never read again (its read offset had passed it): a card read lost, a switched card alerted.
@@ -34,7 +32,10 @@ A commit is bounded (``App.commit_timeout``): nothing else bounds its waits but 
 producer request timeout, and a worker whose commit hangs holds its streams back (faust's fetcher
 awaits the commit). Past the bound the worker crashes, as faust does when a send fails, to be
 restarted from its last commit; a slow commit is logged, and every commit's time is measured
-(``surveil_detection_commit_seconds``).
+(``surveil_detection_commit_seconds``). A commit that waits on a consumer whose Kafka client has
+lost its metadata task stops the worker at once: every lookup of the group coordinator awaits
+that task's next update, so the commit would wait for good (after a broker's kill -9 the
+consumer's task, aiokafka's ``_md_synchronizer``, was once gone and the commit waited 300 s).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ SLOW_COMMIT_S = 2.0  # a commit takes tens of milliseconds; one this slow is wor
 
 
 class CommitStalled(Exception):
-    """A commit waited past ``App.commit_timeout``."""
+    """A commit waited past ``App.commit_timeout``, or on a Kafka consumer that cannot recover."""
 
 
 class Consumer(aiokafka.Consumer):
@@ -113,14 +114,10 @@ class Consumer(aiokafka.Consumer):
     def _new_offset(self, tp: TP) -> int | None:
         acked = self._acked[tp]
         self._ack_holes(tp)
-        committed = self._committed_offset[tp]
-        # Acked below the committed offset: read again after a rebalance while the commit that
-        # covers them waited (for the changelog, the broker away), and acked before it landed.
-        done = {offset for offset in acked if committed is not None and offset < committed}
-        acked[:] = sorted(set(acked) - done)  # a message read twice (around a seek) is acked twice
-        self._acked_index[tp].difference_update(done)
         if not acked:
             return None
+        acked[:] = sorted(set(acked))  # a message read twice (around a seek) is acked twice
+        committed = self._committed_offset[tp]
         if committed is not None and acked[0] != committed:  # a message is missing: not past it
             if self._held.get(tp) != committed:
                 self._held[tp] = committed
@@ -149,9 +146,10 @@ class Consumer(aiokafka.Consumer):
         loop = asyncio.get_running_loop()
         started = loop.time()
         self._commit_waits_for = "the tables' changelog"
-        watchdog = asyncio.ensure_future(self._watch_commit(asyncio.current_task(), started))
+        bound = asyncio.timeout(self.app.commit_timeout)  # type: ignore[attr-defined]
+        watchdog = asyncio.ensure_future(self._watch_commit(asyncio.current_task(), started, bound))
         try:
-            async with asyncio.timeout(self.app.commit_timeout):  # type: ignore[attr-defined]
+            async with bound:
                 await self.app.before_commit(self.assignment(), dict(self._committed_offset))  # type: ignore[attr-defined]
                 written = loop.time()
                 self._commit_waits_for = "the offsets' commit"
@@ -178,28 +176,41 @@ class Consumer(aiokafka.Consumer):
             )
         return committed
 
-    async def _watch_commit(self, commit: asyncio.Task[Any] | None, started: float) -> None:
+    async def _watch_commit(self, commit: asyncio.Task[Any] | None, started: float, bound: asyncio.Timeout) -> None:
         """While a commit waits, says every so often what for and where: the chain of awaits of
         the commit and of the Kafka clients' tasks (the producer's here, the consumer's in its
-        thread). A commit that never returns has left nothing else to go on (docs/faults.md)."""
+        thread). A commit that never returns has left nothing else to go on (docs/faults.md). One
+        that waits on a consumer whose metadata task has ended is past its bound at once."""
         loop = asyncio.get_running_loop()
         delay = SLOW_COMMIT_S
         while True:
             await asyncio.sleep(delay)
             delay = min(2 * delay, 60.0)
+            lost = None
             try:  # another thread's tasks, read while they run: a line, or none, never a failure
                 thread_loop = getattr(getattr(self, "_thread", None), "thread_loop", None)
                 tasks = [*asyncio.all_tasks(loop), *(asyncio.all_tasks(thread_loop) if thread_loop else ())]
                 clients = [chain for chain in map(_await_chain, tasks) if "aiokafka/" in chain]
+                consumer = self._thread._ensure_consumer()
+                lost = _ended(consumer._client._sync_task)
+                metadata = (
+                    f"the consumer's group coordinator {consumer._coordinator.coordinator_id}, "
+                    f"{_metadata_state(consumer._client)}; the producer's {_metadata_state(self.app.producer._producer.client)}"  # type: ignore[attr-defined]
+                )
             except Exception as error:  # noqa: BLE001
-                clients = [f"unreadable: {error!r}"]
+                clients, metadata = [f"unreadable: {error!r}"], ""
             self.log.warning(
-                "a commit has waited %.0f s for %s; the commit: %s; the Kafka clients' tasks: %s",
+                "a commit has waited %.0f s for %s; the commit: %s; %s; the Kafka clients' tasks: %s",
                 loop.time() - started,
                 self._commit_waits_for,
                 _await_chain(commit),
+                metadata,
                 " | ".join(sorted(clients)),
             )
+            if lost:
+                self._commit_waits_for += f" (the Kafka consumer's metadata task {lost}: it would never find its group coordinator again)"
+                bound.reschedule(loop.time())
+                return
 
     async def perform_seek(self) -> None:
         await super().perform_seek()  # to the committed offsets
@@ -216,6 +227,22 @@ class Consumer(aiokafka.Consumer):
         """The broker returns messages from the read offsets now (None: from where it says)."""
         self._last_returned = {tp: None if offset is None else offset - 1 for tp, offset in self._read_offset.items()}
         self._hole_before.clear()
+
+
+def _metadata_state(client: Any) -> str:
+    """An aiokafka client's metadata task and the update it was asked for: every coordinator
+    lookup awaits that update."""
+    task, asked = client._sync_task, client._md_update_fut
+    state = "not started" if task is None else _ended(task) or "running"
+    update = "none asked" if asked is None else "one asked, pending" if not asked.done() else "one asked, done"
+    return f"metadata task {state}, {update}, its wake {'set' if client._md_update_waiter.done() else 'not set'}"
+
+
+def _ended(task: asyncio.Task[Any] | None) -> str | None:
+    """How a task ended (``None``: it has not)."""
+    if task is None or not task.done():
+        return None
+    return "ended: cancelled" if task.cancelled() else f"ended: {task.exception()!r}"
 
 
 def _await_chain(task: asyncio.Task[Any] | None) -> str:

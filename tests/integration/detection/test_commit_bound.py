@@ -55,6 +55,7 @@ def test_a_commit_waiting_on_a_frozen_broker_says_what_it_waits_for_and_where(de
     assert waits, f"no commit said it waited\n{log}"
     line = waits[0]
     assert "anomaly_detection/transport.py" in line and "_commit_offsets" in line and "aiokafka/" in line, line
+    assert "the consumer's group coordinator" in line and "metadata task running" in line, line  # its clients' state
     if "for the tables' changelog" in line:  # as a rule: the commit writes the tables first, for most of its time
         assert "anomaly_detection/app.py" in line and "_write_changed" in line, line
     else:

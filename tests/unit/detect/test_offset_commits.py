@@ -123,21 +123,3 @@ def test_input_partitions_resume_only_with_the_flow(consumer: Consumer, monkeypa
     assert consumer._get_active_partitions() == {changelog}
     consumer.resume_flow()
     assert consumer._get_active_partitions() == {changelog, PARTITION}  # not one a rebalance took meanwhile
-
-
-def test_a_commit_landing_after_its_messages_were_read_again_holds_nothing(consumer: Consumer) -> None:
-    # A commit waits for the tables' changelog while the broker is away; meanwhile a rebalance
-    # seeks the partition back to the broker's committed offset, and the messages the commit
-    # covers are read and acked again. Those acks, below the offset the commit then records, are
-    # done: they held every later commit of the partition (the detectors' group stuck after a
-    # broker kill -9).
-    seek(consumer, 0)
-    for message in fetched(consumer, 0, 1, 2, 3):
-        consumer.ack(message)
-    in_flight = consumer._new_offset(PARTITION)
-    assert in_flight == 4
-    seek(consumer, 0)  # the rebalance: the commit has not landed
-    for message in fetched(consumer, 0, 1, 2, 3, 4, 5):
-        consumer.ack(message)
-    consumer._committed_offset[PARTITION] = in_flight  # it lands
-    assert commit(consumer) == 6
