@@ -176,6 +176,10 @@ class TransactionLost(KafkaError):  # type: ignore[misc]  # kafka-python is unty
     """A transaction the producer said it committed, which the broker aborted."""
 
 
+class TransactionStalled(KafkaError):  # type: ignore[misc]
+    """A step of a transaction with no answer past the transaction timeout."""
+
+
 class KafkaRunner:
     """Runs one processor as a member of its consumer group until ``stop`` is set (or SIGTERM)."""
 
@@ -249,7 +253,7 @@ class KafkaRunner:
                     self._wait_for_store(records, error)
         finally:
             self.consumer.close()
-            self.producer.close()
+            self.producer.close(timeout=10)  # a transaction stalled mid-commit would hold it for good
             self.log.info("stopped")
 
     def _wait_for_store(self, batch: dict[TopicPartition, list[Any]], error: Exception) -> None:
@@ -392,11 +396,12 @@ class KafkaRunner:
                     )
                     for topic, key, value in outputs
                 ]
-                self.producer.send_offsets_to_transaction(
+                offsets_sent = manager.send_offsets_to_transaction(
                     {tp: OffsetAndMetadata(offset + 1, "", -1) for tp, offset in offsets.items()},
                     self.consumer.group_metadata(),
                 )
-                self.producer.commit_transaction()
+                self._answered(offsets_sent, "its offsets")
+                self._answered(manager.begin_commit(), "its commit")
                 # kafka-python bumps the producer's epoch after a send fails (the broker killed
                 # mid-transaction), which makes the broker abort the open transaction; it then
                 # reports that transaction's commit as done. Its outputs were never written. (Its
@@ -415,6 +420,12 @@ class KafkaRunner:
                     # transaction, e.g. after restarting in the middle of it). This producer can do
                     # nothing more; stop, and a restart recovers the batch from Redis and publishes it.
                     self.log.error("producer fenced; stopping", error=str(error))
+                    raise
+                if isinstance(error, TransactionStalled):
+                    # kafka-python waits for good on a request the broker never answers (seen after
+                    # a broker's kill -9); the producer is mid-commit and can neither abort nor go
+                    # on. Stop; the restart's producer fences this one, and recovers the batch.
+                    self.log.error("the transaction stalled; stopping", error=str(error))
                     raise
                 if isinstance(error, GROUP_REFUSED):
                     # The group no longer counts this member (a restarted broker forgot it, or another
@@ -439,9 +450,21 @@ class KafkaRunner:
             partition = self._partitions[topic, key] = partition_for(key, len(self.producer.partitions_for(topic)))
         return partition
 
+    def _answered(self, result: Any, step: str) -> None:
+        """Waits for a transactional request's result, up to the producer's transaction timeout
+        (past it the broker aborts a transaction it heard nothing more of); kafka-python's own
+        ``send_offsets_to_transaction``, ``commit_transaction`` and ``abort_transaction`` wait for
+        ever."""
+        self.producer._sender.wakeup()
+        bound_ms = self.producer.config["transaction_timeout_ms"]
+        if not result.wait(timeout_ms=bound_ms):
+            raise TransactionStalled(f"the transaction's {step} had no answer in {bound_ms / 1000:.0f} s")
+
     def _abort(self) -> None:
         try:
-            self.producer.abort_transaction()
+            self._answered(self.producer._transaction_manager.begin_abort(), "abort")
+        except TransactionStalled:
+            raise
         except Exception as error:  # nothing to abort, or the producer must be rebuilt
             self.log.warning("abort failed", error=str(error))
 

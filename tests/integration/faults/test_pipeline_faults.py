@@ -206,7 +206,7 @@ class Supervisor:
     after its restart (Kafka's defect, ``OUT_OF_STEP``) is restarted once more, as the on-call
     engineer would (docs/faults.md), and reported. Faults and the watch take turns."""
 
-    BROKER_GRACE_S = 60.0
+    BROKER_GRACE_S = 90.0  # past a runner's transaction timeout (60 s): a step stalled at the broker's return stops it then
     OUT_OF_STEP_WATCH_S = 300.0  # how long after a broker's return its log is watched
 
     def __init__(self, deployment: Deployment) -> None:

@@ -18,6 +18,7 @@ import pytest
 import redis
 from kafka import KafkaProducer, TopicPartition
 from kafka.errors import CommitFailedError
+from kafka.producer.transaction_manager import TransactionalRequestResult
 
 from integration.deployment import (
     Deployment,
@@ -33,7 +34,7 @@ from integration.deployment import (
 from surveil.events import codec, topics
 from surveil.events import models as m
 from surveil.runtime.config import Settings, kafka_client_config
-from surveil.runtime.kafka import KafkaRunner
+from surveil.runtime.kafka import KafkaRunner, TransactionStalled
 from surveil.runtime.state import StaleProgress
 from surveil.settlement.processor import SettlementProcessor
 
@@ -70,7 +71,7 @@ def crash_before_the_kafka_commit(run: KafkaRunner) -> None:
     def die() -> None:
         raise Crash  # the outputs and offsets were sent in the open transaction
 
-    run.producer.commit_transaction = die  # type: ignore[method-assign]
+    run.producer._transaction_manager.begin_commit = die
 
 
 def started(run: KafkaRunner) -> tuple[threading.Thread, list[BaseException]]:
@@ -86,6 +87,17 @@ def started(run: KafkaRunner) -> tuple[threading.Thread, list[BaseException]]:
     thread = threading.Thread(target=go)
     thread.start()
     return thread, failures
+
+
+def stops_by_itself(run: KafkaRunner, within_s: float, otherwise: str) -> list[BaseException]:
+    """What ``run`` raised, having stopped by itself within ``within_s`` (else the test fails, saying ``otherwise``)."""
+    thread, failures = started(run)
+    thread.join(within_s)
+    stopped = not thread.is_alive()
+    run.stop.set()
+    thread.join(60)
+    assert stopped, otherwise
+    return failures
 
 
 def settles_as_offline(deployment: Deployment, run: KafkaRunner, events: list[m.Event]) -> None:
@@ -127,23 +139,22 @@ def test_a_transaction_aborted_under_a_commit_that_returned_is_published_again(d
     events = simulated_floor(tables=2, shoes=1, seed=15)
     deployment.publish(table_events(events))
     run = runner(deployment)
-    commit, bumped = run.producer.commit_transaction, []
+    manager = run.producer._transaction_manager
+    begin_commit, bumped = manager.begin_commit, []
 
-    def commit_with_a_bump_under_it() -> None:
+    def begin_commit_with_a_bump_under_it() -> Any:
         if bumped:
-            return commit()
+            return begin_commit()
         run.producer.flush()  # the outputs are in the broker's log, in the open transaction
-        manager = run.producer._transaction_manager
         with manager._lock:  # before the sender can send the EndTxn
-            result = manager.begin_commit()
+            result = begin_commit()
             manager.bump_producer_id_and_epoch()
-        run.producer._sender.wakeup()
-        result.wait()
-        bumped.append(manager.producer_id_and_epoch.epoch)
+        bumped.append(True)
+        return result
 
-    run.producer.commit_transaction = commit_with_a_bump_under_it  # type: ignore[method-assign]
+    manager.begin_commit = begin_commit_with_a_bump_under_it
     settles_as_offline(deployment, run, events)
-    assert bumped == [1], "the epoch was bumped once, from 0"
+    assert bumped and manager.producer_id_and_epoch.epoch == 1, "the epoch was bumped once, from 0"
 
 
 def test_a_batch_the_runner_committed_is_not_published_again_when_the_broker_answers_an_older_offset(
@@ -188,13 +199,25 @@ def test_a_runner_whose_group_refuses_its_offsets_stops_and_the_next_publishes_t
     first = runner(deployment)
     group_metadata = first.consumer.group_metadata
     first.consumer.group_metadata = lambda: group_metadata()._replace(generation_id=1_000)  # type: ignore[method-assign]
-    thread, failures = started(first)
-    thread.join(30)
-    stopped_itself = not thread.is_alive()
-    first.stop.set()
-    thread.join(60)
-    assert stopped_itself, "the runner kept trying a transaction the group refuses"
+    failures = stops_by_itself(first, 30, "the runner kept trying a transaction the group refuses")
     assert [type(error) for error in failures] == [CommitFailedError]
+    assert deployment.applied_offsets(), "the batch reached Redis"
+    settles_as_offline(deployment, runner(deployment), events)
+
+
+def test_a_runner_whose_transaction_is_never_answered_stops_and_the_next_publishes_the_batch_once(deployment: Deployment) -> None:
+    """kafka-python waits for ever on a transactional request the broker never answers (after a
+    broker's kill -9 a settlement runner stopped polling for good). The runner waits up to its
+    producer's transaction timeout, then stops; the next fences its producer and publishes the
+    batch from Redis once. Here the first runner's commit is never sent."""
+    events = simulated_floor(tables=2, shoes=1, seed=15)
+    deployment.publish(table_events(events))
+    first = runner(deployment)
+    first.producer.config["transaction_timeout_ms"] = 3_000  # the runner's bound (the broker's was set at init: 60 s)
+    first.producer._transaction_manager.begin_commit = TransactionalRequestResult  # never enqueued, never answered
+    failures = stops_by_itself(first, 60, "the runner waited on a commit no one answers")
+    assert [type(error) for error in failures] == [TransactionStalled], failures
+    assert "commit had no answer in 3 s" in str(failures[0])
     assert deployment.applied_offsets(), "the batch reached Redis"
     settles_as_offline(deployment, runner(deployment), events)
 
