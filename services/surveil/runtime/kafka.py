@@ -400,8 +400,8 @@ class KafkaRunner:
                     {tp: OffsetAndMetadata(offset + 1, "", -1) for tp, offset in offsets.items()},
                     self.consumer.group_metadata(),
                 )
-                self._answered(offsets_sent, "its offsets")
-                self._answered(manager.begin_commit(), "its commit")
+                self._answered(offsets_sent, "offsets")
+                self._answered(manager.begin_commit(), "commit")
                 # kafka-python bumps the producer's epoch after a send fails (the broker killed
                 # mid-transaction), which makes the broker abort the open transaction; it then
                 # reports that transaction's commit as done. Its outputs were never written. (Its
@@ -463,7 +463,8 @@ class KafkaRunner:
     def _abort(self) -> None:
         try:
             self._answered(self.producer._transaction_manager.begin_abort(), "abort")
-        except TransactionStalled:
+        except TransactionStalled as error:
+            self.log.error("the transaction stalled; stopping", error=str(error))
             raise
         except Exception as error:  # nothing to abort, or the producer must be rebuilt
             self.log.warning("abort failed", error=str(error))
