@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import gc
+import os
 import sys
+import traceback
+from collections.abc import Callable
 
 import mode.loop
 
@@ -41,4 +44,23 @@ def main() -> None:
     gc.freeze()
     # --quiet: no banner on stdout; the logs say what it would (JSON, runtime/logs.py).
     sys.argv = [sys.argv[0], "--quiet", "worker", "--loglevel", settings.log_level.lower(), "--without-web"]
-    app.main()
+    exit_after(app.main)
+
+
+def exit_after(run: Callable[[], object]) -> None:
+    """Runs ``run``, then ends the process with its status, whatever threads are left. faust's
+    consumer thread is no daemon: when its Kafka client wedged (why the worker stopped), the thread
+    never ends, and the interpreter waited on it for good instead of exiting to be restarted."""
+    try:
+        run()
+        status = 0
+    except SystemExit as exited:
+        status = exited.code if isinstance(exited.code, int) else 0 if exited.code is None else 1
+        if not isinstance(exited.code, int | None):
+            print(exited.code, file=sys.stderr)
+    except BaseException:  # noqa: BLE001 - reported as the interpreter would, then the exit
+        traceback.print_exc()
+        status = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(status)

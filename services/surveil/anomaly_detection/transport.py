@@ -34,8 +34,9 @@ awaits the commit). Past the bound the worker crashes, as faust does when a send
 restarted from its last commit; a slow commit is logged, and every commit's time is measured
 (``surveil_detection_commit_seconds``). A commit that waits on a consumer whose Kafka client has
 lost its metadata task stops the worker at once: every lookup of the group coordinator awaits
-that task's next update, so the commit would wait for good (after a broker's kill -9 the
-consumer's task, aiokafka's ``_md_synchronizer``, was once gone and the commit waited 300 s).
+that task's next update, so the commit would wait for good. (After a broker's kill -9 the
+consumer's task, aiokafka's ``_md_synchronizer``, ended on uvloop's RuntimeError for a write to
+a closed connection, which it does not catch, and a commit waited 300 s.)
 """
 
 from __future__ import annotations

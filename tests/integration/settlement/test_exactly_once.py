@@ -135,7 +135,8 @@ def test_a_transaction_aborted_under_a_commit_that_returned_is_published_again(d
     """kafka-python bumps its producer's epoch after a send fails (the broker killed in the middle
     of a transaction); the broker aborts the open transaction for it, and the commit that follows
     returns as if it had committed. Here the bump comes as the commit begins, as a failed send's
-    would: kafka-python's commit_transaction, with the bump between its first step and the next."""
+    would: the transaction manager's ``begin_commit``, with the bump before the sender sends the
+    EndTxn."""
     events = simulated_floor(tables=2, shoes=1, seed=15)
     deployment.publish(table_events(events))
     run = runner(deployment)
