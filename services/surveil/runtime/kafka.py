@@ -422,10 +422,8 @@ class KafkaRunner:
                     self.log.error("producer fenced; stopping", error=str(error))
                     raise
                 if isinstance(error, TransactionStalled):
-                    # kafka-python waits for good on a request the broker never answers (seen after
-                    # a broker's kill -9); the producer is mid-commit and can neither abort nor go
-                    # on. Stop; the restart's producer fences this one, and recovers the batch.
-                    self.log.error("the transaction stalled; stopping", error=str(error))
+                    # The producer is mid-commit and can neither abort nor go on: stop (logged by
+                    # _answered); the restart's producer fences this one, and recovers the batch.
                     raise
                 if isinstance(error, GROUP_REFUSED):
                     # The group no longer counts this member (a restarted broker forgot it, or another
@@ -458,13 +456,14 @@ class KafkaRunner:
         self.producer._sender.wakeup()
         bound_ms = self.producer.config["transaction_timeout_ms"]
         if not result.wait(timeout_ms=bound_ms):
-            raise TransactionStalled(f"the transaction's {step} had no answer in {bound_ms / 1000:.0f} s")
+            stalled = TransactionStalled(f"the transaction's {step} had no answer in {bound_ms / 1000:.0f} s")
+            self.log.error("the transaction stalled; stopping", error=str(stalled))
+            raise stalled
 
     def _abort(self) -> None:
         try:
             self._answered(self.producer._transaction_manager.begin_abort(), "abort")
-        except TransactionStalled as error:
-            self.log.error("the transaction stalled; stopping", error=str(error))
+        except TransactionStalled:
             raise
         except Exception as error:  # nothing to abort, or the producer must be rebuilt
             self.log.warning("abort failed", error=str(error))
