@@ -36,7 +36,8 @@ restarted from its last commit; a slow commit is logged, and every commit's time
 lost its metadata task stops the worker at once: every lookup of the group coordinator awaits
 that task's next update, so the commit would wait for good. (After a broker's kill -9 the
 consumer's task, aiokafka's ``_md_synchronizer``, ended on uvloop's RuntimeError for a write to
-a closed connection, which it does not catch, and a commit waited 300 s.)
+a closed connection, which it does not catch, and a commit waited 300 s.) That write now raises
+aiokafka's own connection error (``_closed_connections_refuse_writes``), which the task catches.
 """
 
 from __future__ import annotations
@@ -48,6 +49,8 @@ from pathlib import Path
 from typing import Any
 
 import faust
+from aiokafka.conn import AIOKafkaConnection, CloseReason
+from aiokafka.errors import KafkaConnectionError
 from faust.transport.consumer import ensure_TPset
 from faust.transport.drivers import aiokafka
 from faust.types import TP
@@ -57,6 +60,27 @@ from ..runtime import header_keys
 from . import metrics
 
 header_keys.install()  # every record readable, whatever its header keys
+
+
+def _closed_connections_refuse_writes() -> None:
+    """aiokafka's connections raise ``KafkaConnectionError`` on a request to a transport already
+    closed, as on a write that fails. uvloop's transports raise a RuntimeError there, which aiokafka
+    does not catch (aio-libs/aiokafka#1038): the task that met it ended, and when that was the
+    consumer's metadata task no commit returned again. A reset connection closes its transport
+    before the connection's read task sees it, so a request can come in between."""
+    send = AIOKafkaConnection.send
+
+    def refusing_send(self: AIOKafkaConnection, request: Any, expect_response: bool = True) -> Any:
+        writer = self._writer
+        if writer is not None and writer.transport.is_closing():
+            self.close(reason=CloseReason.CONNECTION_BROKEN)
+            raise KafkaConnectionError(f"Connection at {self.host}:{self.port} closed")
+        return send(self, request, expect_response)
+
+    AIOKafkaConnection.send = refusing_send
+
+
+_closed_connections_refuse_writes()
 
 SLOW_COMMIT_S = 2.0  # a commit takes tens of milliseconds; one this slow is worth a line in the log
 
