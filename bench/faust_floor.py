@@ -10,7 +10,7 @@ checked: a share of a core near 100 % says it did not keep up, and the figure is
 
     eval "$(ops/stack.sh env)"      # the admin's credentials
     .venv/bin/python bench/faust_floor.py --rate 700 --seconds 120
-    .venv/bin/python bench/faust_floor.py --rate 700 --gather-ms 20   # the fetch gathering 20 ms
+    .venv/bin/python bench/faust_floor.py --rate 700 --gather-ms 20   # fetches gathering 20 ms (FETCH_GATHER_MS)
     .venv/bin/python bench/faust_floor.py --rate 450 --loop aio       # on asyncio's loop, not uvloop's
 """
 
@@ -66,17 +66,7 @@ def worker(topic: str, group: str, gather_ms: int, loop: str) -> None:
         async for _ in stream.events():
             pass
 
-    if gather_ms:  # the fetch waits at the broker up to gather_ms for more (faust: no minimum)
-        from faust.transport.drivers import aiokafka as driver
-
-        create = driver.AIOKafkaConsumerThread._create_worker_consumer
-
-        def gathered(self: Any, transport: Any) -> Any:
-            consumer = create(self, transport)
-            consumer._fetch_min_bytes, consumer._fetch_max_wait_ms = 1024 * 1024, gather_ms
-            return consumer
-
-        driver.AIOKafkaConsumerThread._create_worker_consumer = gathered
+    app.fetch_gather_ms = gather_ms  # the detectors' FETCH_GATHER_MS
     sys.argv = [sys.argv[0], "worker", "--loglevel", "warn"]
     app.main()
 
@@ -86,7 +76,12 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=700.0, help="records a second")
     parser.add_argument("--seconds", type=float, default=120.0, help="measured window (after a 20 s warm-up)")
     parser.add_argument("--tables", type=int, default=1000)
-    parser.add_argument("--gather-ms", type=int, default=0, help="the fetch waits up to this long for more records")
+    parser.add_argument(
+        "--gather-ms",
+        type=int,
+        default=0,
+        help="a fetch after one that brought records waits up to this long for more (the detectors' FETCH_GATHER_MS; default 0 here)",
+    )
     parser.add_argument("--loop", choices=("uvloop", "aio"), default="uvloop", help="the worker's event loop (the detectors': uvloop)")
     parser.add_argument("--worker", nargs=2, metavar=("TOPIC", "GROUP"), help=argparse.SUPPRESS)
     args = parser.parse_args()

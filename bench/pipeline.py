@@ -633,6 +633,7 @@ def trades() -> dict[str, int]:
         "KAFKA_GATHER_MS": settings.kafka_gather_ms,
         "KAFKA_LINGER_MS": settings.kafka_linger_ms,
         "COMMIT_INTERVAL_MS": settings.commit_interval_ms,
+        "FETCH_GATHER_MS": settings.fetch_gather_ms,
     }
 
 

@@ -603,6 +603,7 @@ def _put(table: Any, key: bytes, value: bytes | None, partition: int, changelog:
 
 app.before_commit = _write_changed
 app.commit_timeout = float(os.environ.get("COMMIT_TIMEOUT_S", app.commit_timeout))
+app.fetch_gather_ms = settings.fetch_gather_ms
 
 
 def _refused_device_message(raw: bytes, name: str, partition: int, offset: int) -> list[Output]:

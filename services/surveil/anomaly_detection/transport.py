@@ -24,6 +24,13 @@ Three faust behaviours lost events across a restart of the worker, or made it re
   recovered each input partition is read again from the offset after the last one its tables
   applied (the state names it, ``Outbox.applied``), where that is below the committed offset.
 
+Fetches gather while records keep coming (``App.fetch_gather_ms``): after a fetch that brought
+records, the next waits at the broker up to that long for more; after one that came back empty, the
+next is answered at the first record, as faust's always are. At a table's pace a fetch answered at
+once brings a few records, and each fetch costs the worker (its consumer thread, the hand-over
+to the streams) and the broker the same however few it brings; an idle worker still fetches once
+every 1.5 s (faust's wait), and the first record after a pause is not held.
+
 The producer (``Producer``) has its client track every topic it sends to: aiokafka dropped a
 topic it knew but did not track from its metadata, and a batch waiting for that topic then never
 went out, nor did the commit waiting for it return.
@@ -89,6 +96,32 @@ class CommitStalled(Exception):
     """A commit waited past ``App.commit_timeout``, or on a Kafka consumer that cannot recover."""
 
 
+GATHER_BYTES = 1024 * 1024  # a gathering fetch's least bytes: more than its wait brings, so the wait decides
+
+
+def gather_fetches(fetcher: Any, gather_ms: int) -> None:
+    """Have aiokafka's ``fetcher`` wait at the broker up to ``gather_ms`` for more records after a
+    fetch that brought some, and answer at the first record (its own settings) after one that
+    brought none."""
+    if not gather_ms:
+        return
+    at_once = fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms
+    fetch = fetcher._proc_fetch_request  # what it sends each fetch request through
+
+    async def gathering(assignment: Any, node_id: int, request: Any) -> bool:
+        brought = await fetch(assignment, node_id, request)  # true when a partition got records (or an error)
+        fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms = (GATHER_BYTES, gather_ms) if brought else at_once
+        return brought
+
+    fetcher._proc_fetch_request = gathering
+
+
+class ConsumerThread(aiokafka.AIOKafkaConsumerThread):
+    async def on_start(self) -> None:
+        await super().on_start()
+        gather_fetches(self._consumer._fetcher, self.app.fetch_gather_ms)  # type: ignore[attr-defined]
+
+
 class Consumer(aiokafka.Consumer):
     """Commits up to the first offset that is neither a processed message nor in a hole (a
     marker, an aborted record: offsets the broker never returns)."""
@@ -101,6 +134,9 @@ class Consumer(aiokafka.Consumer):
         # Per partition: the hole before a returned message, by the message's offset.
         self._hole_before: defaultdict[TP, dict[int, range]] = defaultdict(dict)
         self._commit_waits_for = ""  # what the commit in progress waits for (faust makes one at a time)
+
+    def _new_consumer_thread(self) -> ConsumerThread:
+        return ConsumerThread(self, loop=self.loop, beacon=self.beacon)
 
     def resume_partitions(self, tps: Iterable[TP]) -> None:
         # The input partitions wait for resume_flow. faust resumes them, seeks them to the
@@ -320,6 +356,9 @@ class App(faust.App):
     #: Longer than a broker's restart (100 s seen after a kill -9 on a busy two-core machine): a
     #: commit waiting this long is a wedged client, not a broker away.
     commit_timeout: float = 300.0
+    #: Milliseconds a fetch waits at the broker for more records after one that brought some (0:
+    #: each answered at its first record).
+    fetch_gather_ms: int = 0
 
     def _new_transport(self) -> Any:
         return Transport(self.conf.broker_consumer, self)

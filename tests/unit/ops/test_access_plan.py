@@ -207,6 +207,7 @@ def test_the_long_running_clients_keep_no_kafka_python_metrics() -> None:
     [
         ("KAFKA_GATHER_MS", 20, 0),  # the transactional services' gathering between transactions
         ("COMMIT_INTERVAL_MS", 1000, 1),  # the detectors' commits
+        ("FETCH_GATHER_MS", 10, 0),  # the detectors' fetches gathering while records keep coming
     ],
 )
 def test_a_setting_in_milliseconds_has_a_default_and_nothing_below_its_least(

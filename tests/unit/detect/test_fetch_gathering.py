@@ -1,0 +1,77 @@
+"""The detectors' fetches gather while records keep coming: after a fetch that brought records the
+next waits at the broker up to ``FETCH_GATHER_MS`` for more, after one that came back empty the
+next is answered at the first record (faust's own settings), so an idle worker fetches no more
+often than before and the first record after a pause is not held."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from faust.transport.drivers import aiokafka
+
+from surveil.anomaly_detection.transport import GATHER_BYTES, App, ConsumerThread, gather_fetches
+
+AT_ONCE = (1, 1500)  # faust's: answered at the first byte, an idle fetch waits 1.5 s
+
+
+class Fetcher:
+    """aiokafka's fetcher as far as gathering goes: the settings its next request is made with,
+    and the coroutine each request goes through, which says whether a partition got records."""
+
+    def __init__(self, brought: list[bool]) -> None:
+        self._fetch_min_bytes, self._fetch_max_wait_ms = AT_ONCE
+        self.brought = iter(brought)
+        self.sent_with: list[tuple[int, int]] = []
+
+    async def _proc_fetch_request(self, assignment: Any, node_id: int, request: Any) -> bool:
+        self.sent_with.append((self._fetch_min_bytes, self._fetch_max_wait_ms))
+        return next(self.brought)
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def fetch(loop: asyncio.AbstractEventLoop, fetcher: Fetcher, times: int) -> list[bool]:
+    return [loop.run_until_complete(fetcher._proc_fetch_request(None, 1, None)) for _ in range(times)]
+
+
+def test_a_fetch_that_brought_records_makes_the_next_wait_and_an_empty_one_makes_it_answer_at_once(loop: asyncio.AbstractEventLoop) -> None:
+    fetcher = Fetcher([True, True, False, False, True, False])
+    gather_fetches(fetcher, 10)
+    assert fetch(loop, fetcher, 6) == [True, True, False, False, True, False]
+    gathering = (GATHER_BYTES, 10)
+    assert fetcher.sent_with == [AT_ONCE, gathering, gathering, AT_ONCE, AT_ONCE, gathering]
+    assert (fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms) == AT_ONCE
+
+
+def test_no_gathering_leaves_every_fetch_answered_at_once(loop: asyncio.AbstractEventLoop) -> None:
+    fetcher = Fetcher([True, True, False])
+    gather_fetches(fetcher, 0)
+    fetch(loop, fetcher, 3)
+    assert fetcher.sent_with == [AT_ONCE] * 3
+
+
+def test_the_workers_consumer_thread_gathers_its_fetchers_fetches_by_the_apps_setting(
+    loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    app = App("gathering", broker="kafka://127.0.0.1:1", web_enabled=False, loop=loop)  # never connects
+    monkeypatch.setattr(app, "fetch_gather_ms", 7)
+    thread = app.consumer._thread
+    assert isinstance(thread, ConsumerThread)
+    fetcher = Fetcher([True])
+
+    async def started(self: Any) -> None:  # aiokafka's consumer started: its fetcher made
+        self._consumer = SimpleNamespace(_fetcher=fetcher)
+
+    monkeypatch.setattr(aiokafka.AIOKafkaConsumerThread, "on_start", started)
+    loop.run_until_complete(thread.on_start())
+    fetch(loop, fetcher, 1)
+    assert (fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms) == (GATHER_BYTES, 7)
