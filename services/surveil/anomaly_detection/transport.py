@@ -109,7 +109,7 @@ def gather_fetches(fetcher: Any, gather_ms: int) -> None:
     fetch = fetcher._proc_fetch_request  # what it sends each fetch request through
 
     async def gathering(assignment: Any, node_id: int, request: Any) -> bool:
-        brought = await fetch(assignment, node_id, request)  # true when a partition got records (or an error)
+        brought: bool = await fetch(assignment, node_id, request)  # true when a partition got records (or an error)
         fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms = (GATHER_BYTES, gather_ms) if brought else at_once
         return brought
 
@@ -119,7 +119,7 @@ def gather_fetches(fetcher: Any, gather_ms: int) -> None:
 class ConsumerThread(aiokafka.AIOKafkaConsumerThread):
     async def on_start(self) -> None:
         await super().on_start()
-        gather_fetches(self._consumer._fetcher, self.app.fetch_gather_ms)  # type: ignore[attr-defined]
+        gather_fetches(self._consumer._fetcher, self.app.fetch_gather_ms)  # type: ignore[union-attr, attr-defined]
 
 
 class Consumer(aiokafka.Consumer):
