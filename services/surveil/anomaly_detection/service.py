@@ -55,9 +55,11 @@ def exit_after(run: Callable[[], object]) -> None:
         run()
         status = 0
     except SystemExit as exited:
-        status = exited.code if isinstance(exited.code, int) else 0 if exited.code is None else 1
-        if not isinstance(exited.code, int | None):
+        if exited.code is None or isinstance(exited.code, int):
+            status = exited.code or 0
+        else:  # a message: printed, status 1, as the interpreter does
             print(exited.code, file=sys.stderr)
+            status = 1
     except BaseException:  # noqa: BLE001 - reported as the interpreter would, then the exit
         traceback.print_exc()
         status = 1
