@@ -11,9 +11,11 @@ simulator playing live into them. Three measurements:
   from the card read). Every table does ``--injections`` irregularities (codes the
   table side can cause, one after the other in its rounds), and the bench times each alert from
   the revealing event's time (a card read, a round's end: when the simulator was due to send it)
-  to the alert's arrival on ``baccarat.alerts``. The consumer lag of the three groups is read every
-  5 s; N is *sustained* when no group's lag grows over the measured window (each group's
-  least-squares slope under 1 event/s). CPU ms per round (utime + stime from /proc over the
+  to the alert's arrival on ``baccarat.alerts``. The consumer lag of the three groups is read about
+  every second, at random moments (a fixed period beats with the detectors' commits, and the lag
+  read would drift with the beat); N is *sustained* when no group's lag grows
+  over the measured window (each group's least-squares slope under 1 event/s; printed with its
+  standard error). CPU ms per round (utime + stime from /proc over the
   window, by the rounds that ended in it) and peak RSS of each process: the four services, the
   simulated floor, and the stack's broker, Redis and Prometheus (found by the port they listen
   on, else by ``.stack/``'s pid files). ``--tables 1000,2000`` is a sweep, one run per size;
@@ -54,6 +56,7 @@ import json
 import math
 import multiprocessing
 import os
+import random
 import socket
 import statistics
 import sys
@@ -373,10 +376,11 @@ def latency_summary(by_topic: Mapping[str, Mapping[float, float]]) -> dict[str, 
 
 
 class Offsets(threading.Thread):
-    """Every ``interval`` s: each topic's end offsets (read_committed) and each group's committed
-    offsets, summed over partitions, with the time and the load average."""
+    """About every ``interval`` s (a half to one and a half of it, at random: a fixed period could
+    beat with the consumers' commits): each topic's end offsets (read_committed) and each group's
+    committed offsets, summed over partitions, with the time and the load average."""
 
-    def __init__(self, pipeline: Pipeline, interval: float = 5.0) -> None:
+    def __init__(self, pipeline: Pipeline, interval: float = 1.0) -> None:
         super().__init__(daemon=True)
         self.pipeline = pipeline
         self.interval = interval
@@ -396,7 +400,7 @@ class Offsets(threading.Thread):
                     self.samples.append(self.sample(admin, consumer, prefix, topics))
                 except Exception:
                     self.errors += 1
-                if self.stop.wait(self.interval):
+                if self.stop.wait(self.interval * random.uniform(0.5, 1.5)):
                     break
         finally:
             consumer.close()
@@ -639,7 +643,8 @@ def trades() -> dict[str, int]:
 
 def lag_trend(samples: list[dict[str, Any]], group: str) -> dict[str, float]:
     """Lag of ``group`` over ``samples``: mean, max, first and last quarter's means, and the
-    least-squares slope (messages/s)."""
+    least-squares slope (messages/s) with its standard error: a group's committed lag jumps at
+    each commit, and the error says how far the slope is from what that noise could give."""
     points = [(s["t"], s["lag"][group]) for s in samples if group in s["lag"]]
     if len(points) < 4:
         return {}
@@ -647,7 +652,9 @@ def lag_trend(samples: list[dict[str, Any]], group: str) -> dict[str, float]:
     t0 = ts[0]
     xs = [t - t0 for t in ts]
     mean_x, mean_y = statistics.fmean(xs), statistics.fmean(lags)
-    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, lags)) / max(sum((x - mean_x) ** 2 for x in xs), 1e-9)
+    spread = max(sum((x - mean_x) ** 2 for x in xs), 1e-9)
+    slope = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, lags)) / spread
+    residuals = sum((y - mean_y - slope * (x - mean_x)) ** 2 for x, y in zip(xs, lags))
     quarter = max(len(lags) // 4, 1)
     return {
         "mean": mean_y,
@@ -655,6 +662,7 @@ def lag_trend(samples: list[dict[str, Any]], group: str) -> dict[str, float]:
         "first_quarter": statistics.fmean(lags[:quarter]),
         "last_quarter": statistics.fmean(lags[-quarter:]),
         "slope_per_s": slope,
+        "slope_error_per_s": math.sqrt(residuals / (len(xs) - 2) / spread),
         "seconds": xs[-1],
     }
 
@@ -923,7 +931,9 @@ def summary(result: Mapping[str, Any]) -> str:
 
     e2e, detection, load = result["alert_latency_end_to_end"], result["detection_latency"], result["load_average"]
     commits = result["detectors_commit"]
-    slopes = ", ".join(f"{g} {t['slope_per_s']:+.2f}" if t else f"{g} (too few samples)" for g, t in result["lag"].items())
+    slopes = ", ".join(
+        f"{g} {t['slope_per_s']:+.2f} ± {t['slope_error_per_s']:.2f}" if t else f"{g} (too few samples)" for g, t in result["lag"].items()
+    )
     lines = [
         f"{result['tables']} tables at a round every {result['pace_seconds_per_round']:g} s a table: "
         f"{result['rounds_per_s_window']:.1f} rounds/s over the {result['window_seconds']:.0f} s window "

@@ -91,6 +91,23 @@ def test_sustained_is_every_groups_lag_slope_under_one_event_a_second() -> None:
     assert not pipeline.sustained(too_short)
 
 
+def test_the_lag_slope_comes_with_its_standard_error() -> None:
+    straight = pipeline.lag_trend([{"t": float(t), "lag": {"settlement": 3 * t}} for t in range(60)], "settlement")
+    assert straight["slope_per_s"] == pytest.approx(3.0)
+    assert straight["slope_error_per_s"] == pytest.approx(0.0, abs=1e-9)
+    # A committed lag that jumps at every commit: the same trend read through a sawtooth ten
+    # times as tall is ten times as uncertain, about its spread over the samples' spread in time.
+    errors = []
+    for height in (100, 1000):
+        sawtooth = [{"t": t / 2, "lag": {"settlement": 0.25 * t / 2 + height * (t % 3)}} for t in range(360)]
+        trend = pipeline.lag_trend(sawtooth, "settlement")
+        assert trend["slope_per_s"] == pytest.approx(0.25, abs=3 * trend["slope_error_per_s"])
+        spread_of_lag, spread_of_time = height * (2 / 3) ** 0.5, 180 / 12**0.5
+        assert trend["slope_error_per_s"] == pytest.approx(spread_of_lag / (360**0.5 * spread_of_time), rel=0.1)
+        errors.append(trend["slope_error_per_s"])
+    assert errors[1] == pytest.approx(10 * errors[0], rel=0.01)
+
+
 # ---- the broker's requests a round (bench/broker_requests.py, pipeline.py live --broker-requests)
 
 # JmxTool's stdout (--report-format properties, --attributes Count, --one-time true) from the
