@@ -381,6 +381,7 @@ def _fresh_app(tables: dict[bytes, bytes], charts: dict[bytes, bytes]) -> Iterat
 
     app._changed.clear()
     app._changed_charts.clear()
+    app._touched.clear()
     app._written.clear()
     app._orphans.clear()
     for table, held in ((app.watch_table, tables), (app.chart_table, charts)):

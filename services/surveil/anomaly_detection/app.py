@@ -68,7 +68,7 @@ from ..runtime.alert_keys import AlertSigner
 from ..runtime.config import Settings
 from ..runtime.kafka import partition_for
 from . import metrics
-from .parts import is_part, joined, part_key, split, table_of
+from .parts import ROUND, is_part, joined, part_key, split, table_of
 from .transport import App
 
 SERVICE = "anomaly-detection"
@@ -243,6 +243,10 @@ _table_progress = msgspec.msgpack.Decoder(TableProgress)
 _table_head = msgspec.msgpack.Decoder(TableHead)
 # The tables and charts changed and not yet staged by a commit (``staged``), written by the next.
 _changed: dict[bytes, TableValue] = {}
+# Of each table changed, the rounds its events since touched (``TableWatch.touched``): the others
+# are as this worker last wrote them, and the commit names their written versions again without
+# encoding them. A table changed otherwise (an alert back to its chain) has every part compared.
+_touched: dict[bytes, set[str]] = {}
 _changed_charts: dict[bytes, ChartValue] = {}
 # The TableValue this worker last wrote per table, with the value it wrote: decoding a table's value
 # (its shoes, recent rounds and outbox: tens of KB by mid-shoe) was the largest cost of an event,
@@ -331,6 +335,7 @@ def _watched_event(decoded: Event, key: bytes, name: str, partition: int, offset
         else:
             table_watch = TableWatch(watched.state)
             raised, facts = table_watch.feed(decoded)
+            _touched.setdefault(key, set()).update(table_watch.touched)
             outputs = _alert_outputs(source, [raise_alert(r.finding, r.context, r.time) for r in raised], watched, topic)
             outputs += [Output(source, "facts", fact.key.encode(), _encode(fact)) for fact in facts]
             metrics.ROUNDS_CHECKED.inc(table_watch.rounds_checked)
@@ -539,7 +544,7 @@ def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float
     ends = time.perf_counter() + slice_s
     for changed, partitions in ((_changed, streams), (_changed_charts, facts)):
         for key in list(changed):
-            value = changed.pop(key, None)
+            value, touched = changed.pop(key, None), _touched.pop(key, None)
             if value is None:  # an event on it failed meanwhile: it is back to its last written value
                 continue
             partition = partition_for(key, settings.partitions)
@@ -547,7 +552,7 @@ def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float
                 continue
             value.outbox.forget(done.get(partition, {}))
             if isinstance(value, TableValue):
-                _written[key] = (_write_table(key, value, partition, version, changelog), value)
+                _written[key] = (_write_table(key, value, partition, version, changelog, touched), value)
                 _written.move_to_end(key)
             else:
                 _put(chart_table, key, _encode(value), partition, changelog)
@@ -561,23 +566,37 @@ def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float
 
 
 def _write_table(
-    key: bytes, value: TableValue, partition: int, version: bytes, changelog: list[tuple[str, int, bytes, bytes | None]]
+    key: bytes,
+    value: TableValue,
+    partition: int,
+    version: bytes,
+    changelog: list[tuple[str, int, bytes, bytes | None]],
+    touched: set[str] | None,
 ) -> bytes:
     """The table's value into ``watch_table`` and ``changelog`` (``parts.py``): the parts of its
     state that changed since this worker last wrote it (all of them, the first time) as
     ``version``, then the head naming them, then tombstones of this worker's versions it no longer
-    names. Returns the head."""
-    head_state, parts = split(value.state)
+    names. Its rounds not in ``touched`` are as this worker wrote them: their versions are named
+    again, unencoded (all are compared when ``touched`` is None). Returns the head."""
     mine = WRITER + b"."
     ours = {name: was for name, was in value.parts if was.startswith(mine)}
     store: Any = watch_table.data
     held: dict[bytes, bytes] = store.data  # the store's dict: its mapping methods cost a microsecond a call
+    unchanged = set()
+    if touched is not None:
+        for round_id in value.state.rounds.keys() - touched:
+            name = ROUND + round_id.encode()
+            was = ours.get(name)
+            if was is not None and part_key(key, name, was) in held:
+                unchanged.add(name)
+    head_state, encoded_parts = split(value.state, unchanged)
     named = []
-    for name, encoded in parts.items():
+    for name, encoded in encoded_parts.items():
         was = ours.get(name)
-        if was is not None and held.get(part_key(key, name, was)) == encoded:
+        if was is not None and (encoded is None or held.get(part_key(key, name, was)) == encoded):
             named.append((name, was))
         else:
+            assert encoded is not None  # only a part of this worker's, held, is left unencoded
             _put(watch_table, part_key(key, name, version), encoded, partition, changelog)
             named.append((name, version))
     kept = set(named)

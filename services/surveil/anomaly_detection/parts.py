@@ -22,7 +22,7 @@ a commit cut short may be on its way still).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Container, Iterable
 
 import msgspec
 
@@ -52,10 +52,13 @@ def table_of(key: bytes) -> bytes:
     return key[1 : key.index(PART, 1)]
 
 
-def split(state: TableState) -> tuple[TableState, dict[bytes, bytes]]:
+def split(state: TableState, unchanged: Container[bytes] = ()) -> tuple[TableState, dict[bytes, bytes | None]]:
     """The state without its rounds, shoes and window of seen ids (the head's), and those, encoded,
-    by part name, in the state's order."""
-    parts = {ROUND + round_id.encode(): _encode(watched) for round_id, watched in state.rounds.items()}
+    by part name, in the state's order; None for each part named in ``unchanged``, left unencoded."""
+    parts: dict[bytes, bytes | None] = {}
+    for round_id, watched in state.rounds.items():
+        name = ROUND + round_id.encode()
+        parts[name] = None if name in unchanged else _encode(watched)
     parts.update((SHOE + shoe_id.encode(), _encode(watched)) for shoe_id, watched in state.shoes.items())
     window = state.recent_digests
     parts.update((b"%s%d" % (IDS, at // IDS_BLOCK), _encode(bytes(window[at : at + IDS_BLOCK]))) for at in range(0, len(window), IDS_BLOCK))

@@ -184,6 +184,9 @@ class TableWatch:
         self.facts: list[Fact] = []
         self.rounds_checked = 0
         self.unboxed_bets = 0  # bets placed whose event does not say their layout box
+        # The rounds the last ``feed`` (or ``flush``) looked up, a superset of those it changed:
+        # the detectors encode these again at their next commit, and leave the others as written.
+        self.touched: set[str] = set()
         self._last_time: datetime | None = None
         # The window's digests as a set, for a watch fed one event after another from an empty
         # window (FloorWatch, offline replay): a set lookup instead of a scan of 8 KB. Good while this
@@ -196,6 +199,7 @@ class TableWatch:
     # ---- entry points -------------------------------------------------------------------------
 
     def feed(self, event: models.Event) -> tuple[list[Raised], list[Fact]]:
+        self.touched = set()
         handler = _HANDLERS.get(type(event))
         if handler is not None:
             if self._seen_before(event.id):
@@ -228,10 +232,11 @@ class TableWatch:
 
     def flush(self) -> tuple[list[Raised], list[Fact]]:
         """The input ended: check what still waits for events that will not come."""
+        self.touched = set()
         time = self._last_time
         if time is not None:
             for round_id in self.state.unchecked:
-                self._check_round(self.state.rounds[round_id], time)
+                self._check_round(self._kept_round(round_id), time)
             self.state.unchecked = []
             for shoe_id in list(self.state.shoe_order):
                 watched = self.state.shoes[shoe_id]
@@ -253,6 +258,17 @@ class TableWatch:
 
     def _raise(self, finding: Finding, context: Context, time: datetime) -> None:
         self.raised.append(Raised(finding, context, time))
+
+    def _round(self, round_id: str) -> RoundWatch | None:
+        """The round, if the table keeps it. Every round the watch reads or changes comes through
+        here (or is made in ``_round_opened``), and is noted in ``touched``."""
+        self.touched.add(round_id)
+        return self.state.rounds.get(round_id)
+
+    def _kept_round(self, round_id: str) -> RoundWatch:
+        """The round the table keeps (the caller knows it does), noted in ``touched``."""
+        self.touched.add(round_id)
+        return self.state.rounds[round_id]
 
     def _profile(self, rnd: Round) -> HouseProfile:
         return load_profile(self.profile_override or rnd.profile)
@@ -338,7 +354,7 @@ class TableWatch:
         d = event.data
         if d.round_id in self.state.rounds:
             return
-        previous = self.state.rounds.get(self.state.current_round or "")
+        previous = self._round(self.state.current_round or "")
         rnd = Round(
             table_id=d.table_id,
             round_id=d.round_id,
@@ -354,6 +370,7 @@ class TableWatch:
         )
         dropped = rnd.carry_over(previous.round, d.carried_bet_ids) if previous is not None else []
         watched = self.state.rounds[d.round_id] = RoundWatch(rnd)
+        self.touched.add(d.round_id)
         for bet in dropped:  # withdrawn before the round opened
             self._check_tie_change(rnd, bet, None, event.time)
         self.state.round_order.append(d.round_id)
@@ -377,7 +394,7 @@ class TableWatch:
 
     def _bet_placed(self, event: models.BetPlaced) -> None:
         d = event.data
-        watched = self.state.rounds.get(d.round_id)
+        watched = self._round(d.round_id)
         if watched is None or d.bet_id in watched.round.bets:
             return
         bet = watched.round.bets[d.bet_id] = Bet(d.bet_id, d.patron_id, d.seat, d.spot, d.amount, box=d.box)
@@ -390,7 +407,7 @@ class TableWatch:
 
     def _bet_changed(self, event: models.BetChanged) -> None:
         d = event.data
-        watched = self.state.rounds.get(d.round_id)
+        watched = self._round(d.round_id)
         bet = watched.round.bets.get(d.bet_id) if watched else None
         if watched is None or bet is None:
             return
@@ -402,7 +419,7 @@ class TableWatch:
 
     def _bet_withdrawn(self, event: models.BetWithdrawn) -> None:
         d = event.data
-        watched = self.state.rounds.get(d.round_id)
+        watched = self._round(d.round_id)
         bet = watched.round.bets.get(d.bet_id) if watched else None
         if watched is None or bet is None or bet.withdrawn:
             return
@@ -436,7 +453,7 @@ class TableWatch:
             self._raise(finding, self._bet_context(rnd, bet, f":bet:{bet.bet_id}"), time)
 
     def _bets_closed(self, event: models.BetsClosed) -> None:
-        watched = self.state.rounds.get(event.data.round_id)
+        watched = self._round(event.data.round_id)
         if watched is None or watched.round.closed:
             return
         rnd = watched.round
@@ -454,7 +471,7 @@ class TableWatch:
 
     def _round_completed(self, event: models.RoundCompleted) -> None:
         d = event.data
-        watched = self.state.rounds.get(d.round_id)
+        watched = self._round(d.round_id)
         if watched is None or watched.round.ended:
             return
         rnd = watched.round
@@ -481,7 +498,7 @@ class TableWatch:
 
     def _round_voided(self, event: models.RoundVoided) -> None:
         d = event.data
-        watched = self.state.rounds.get(d.round_id)
+        watched = self._round(d.round_id)
         if watched is None or watched.round.ended:
             return
         watched.round.void(
@@ -499,7 +516,7 @@ class TableWatch:
         """Check, in order, the completed rounds whose cards the shoe stream has all read."""
         waiting = self.state.unchecked
         while waiting:
-            watched = self.state.rounds[waiting[0]]
+            watched = self._kept_round(waiting[0])
             shoe = self.state.shoes.get(watched.round.shoe_id)
             if shoe is not None and not shoe.shoe.has_cards_of(watched.round):
                 return
@@ -548,7 +565,7 @@ class TableWatch:
         shoe = watched.shoe
         for round_id in [r for r in self.state.unchecked if self.state.rounds[r].round.shoe_id == shoe.shoe_id]:
             self.state.unchecked.remove(round_id)
-            self._check_round(self.state.rounds[round_id], time)
+            self._check_round(self._kept_round(round_id), time)
         for finding in shoe.unaccounted(up_to=shoe.last_index):
             context = Context(self.state.table_id, f"shoe:{shoe.shoe_id}:{finding.evidence['index']}", shoe_id=shoe.shoe_id)
             self._raise(finding, context, time)
@@ -624,7 +641,7 @@ class TableWatch:
 
     def _settlement(self, event: models.BetSettled | models.RoundSettled) -> None:
         self.state.settlement_seen = True
-        watched = self.state.rounds.get(event.data.round_id)
+        watched = self._round(event.data.round_id)
         if watched is None:
             self.state.orphan_settlements.append(event)
             return
@@ -666,7 +683,7 @@ class TableWatch:
             return
         watched.settled = True
         for earlier in self.state.round_order:
-            other = self.state.rounds[earlier]
+            other = self._kept_round(earlier)
             if other is watched:
                 break
             if other.round.ended and not other.settled and other.round.completed:

@@ -37,7 +37,15 @@ def app() -> Iterator[Any]:
     from surveil.anomaly_detection import app
 
     def clear() -> None:
-        for held in (app._changed, app._changed_charts, app._written, app._orphans, app.watch_table.data, app.chart_table.data):
+        for held in (
+            app._changed,
+            app._changed_charts,
+            app._touched,
+            app._written,
+            app._orphans,
+            app.watch_table.data,
+            app.chart_table.data,
+        ):
             held.clear()
 
     clear()
