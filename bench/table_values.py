@@ -54,8 +54,7 @@ def replayed(lines: list[bytes], commit_seconds: float, committed_offsets: bool)
     before, that event's time, the changelog staged and the seconds staging took."""
     from surveil.anomaly_detection import app
 
-    for held in (app._changed, app._changed_charts, app._touched, app._written, app._orphans, app.watch_table.data, app.chart_table.data):
-        held.clear()
+    app.forget_tables()
     partitions = range(app.settings.partitions)
     assigned = {TP(app.settings.topic(t), p) for t in (*TABLE_STREAMS, app.FACTS) for p in partitions}
     # One partition a topic here, whatever the key: an offset committed on it holds on every partition.

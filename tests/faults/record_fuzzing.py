@@ -379,14 +379,9 @@ def _fresh_app(tables: dict[bytes, bytes], charts: dict[bytes, bytes]) -> Iterat
     """The faust app's module, its tables holding ``tables`` and ``charts`` and nothing changed."""
     from surveil.anomaly_detection import app
 
-    app._changed.clear()
-    app._changed_charts.clear()
-    app._touched.clear()
-    app._written.clear()
-    app._orphans.clear()
-    for table, held in ((app.watch_table, tables), (app.chart_table, charts)):
-        table.data.clear()
-        table.data.update(held)
+    app.forget_tables()
+    app.watch_table.data.update(tables)
+    app.chart_table.data.update(charts)
     yield app
 
 

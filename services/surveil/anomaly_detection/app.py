@@ -270,6 +270,13 @@ _encode = msgspec.msgpack.Encoder().encode
 STAGING_SLICE_S = 0.005
 
 
+def forget_tables() -> None:
+    """Every table and chart this process holds, has cached or has changed, forgotten: a worker
+    before it recovered anything (where the tests and benchmarks start from)."""
+    for held in (_changed, _changed_charts, _touched, _written, _orphans, watch_table.data, chart_table.data):
+        held.clear()
+
+
 def _alert_outputs(source: str, alerts: list[AlertRaised], watched: TableValue, topic: str) -> list[Output]:
     """The table's alerts, linked into its chain, as outputs (of the input event ``source``, read
     from ``topic``)."""

@@ -52,7 +52,7 @@ def table_of(key: bytes) -> bytes:
     return key[1 : key.index(PART, 1)]
 
 
-def split(state: TableState, unchanged: Container[bytes] = ()) -> tuple[TableState, dict[bytes, bytes | None]]:
+def split(state: TableState, unchanged: Container[bytes]) -> tuple[TableState, dict[bytes, bytes | None]]:
     """The state without its rounds, shoes and window of seen ids (the head's), and those, encoded,
     by part name, in the state's order; None for each part named in ``unchanged``, left unencoded."""
     parts: dict[bytes, bytes | None] = {}

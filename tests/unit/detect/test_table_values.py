@@ -36,21 +36,9 @@ def app() -> Iterator[Any]:
     """The faust app's module, its tables empty and nothing changed."""
     from surveil.anomaly_detection import app
 
-    def clear() -> None:
-        for held in (
-            app._changed,
-            app._changed_charts,
-            app._touched,
-            app._written,
-            app._orphans,
-            app.watch_table.data,
-            app.chart_table.data,
-        ):
-            held.clear()
-
-    clear()
+    app.forget_tables()
     yield app
-    clear()
+    app.forget_tables()
 
 
 @pytest.fixture(scope="module")
@@ -533,8 +521,8 @@ def worker(app: Any, writer: bytes, held: dict[bytes, bytes]) -> Iterator[dict[b
     """The app as a worker process of its own (``writer``) that holds ``held`` as its tables'
     data (what it recovered or wrote): its values cached and changed meanwhile are its own. Yields
     its data, which it changes as it writes."""
-    saved = {name: getattr(app, name) for name in ("WRITER", "_written", "_changed", "_orphans")}
-    app.WRITER, app._written, app._changed, app._orphans = writer, OrderedDict(), {}, {}
+    saved = {name: getattr(app, name) for name in ("WRITER", "_written", "_changed", "_touched", "_orphans")}
+    app.WRITER, app._written, app._changed, app._touched, app._orphans = writer, OrderedDict(), {}, {}, {}
     app.watch_table.data.clear()
     app.watch_table.data.update(held)
     try:
