@@ -22,8 +22,8 @@ topic (``detect.alerts``; ``surveil verify`` checks a log against them).
 Delivery is at least once (faust commits offsets after flushing what it produced), and the
 tables make it effectively once. Each table's value holds its state, the offset of the last event
 applied per input topic, and the outputs of its events at or after the committed offsets
-(``Outbox.forget``); in the changelog it is a head and the parts of its state the head names
-(``parts.py``), and a head is written after its parts. An event at or below the applied offset is a
+(``Outbox.forget``); in the changelog it is a head, carrying the parts of its state that changed last, and the other
+parts the head names (``parts.py``), and a head is written after its parts. An event at or below the applied offset is a
 redelivery after a restart: it is not applied again, its outputs are published again (they may
 have been lost with the worker). So no alert is lost and no event counts twice; a republished
 alert carries the same deterministic id, which is how consumers tell it from a new one.
@@ -68,7 +68,7 @@ from ..runtime.alert_keys import AlertSigner
 from ..runtime.config import Settings
 from ..runtime.kafka import partition_for
 from . import metrics
-from .parts import ROUND, is_part, joined, part_key, split, table_of
+from .parts import CARRIED, ROUND, is_part, joined, part_key, split, table_of
 from .transport import App
 
 SERVICE = "anomaly-detection"
@@ -138,8 +138,9 @@ def _committed(source: str, committed: Mapping[str, int]) -> bool:
 
 class TableValue(msgspec.Struct):
     """The ``table-watch`` table's value per table (MessagePack; its field names are the encoding).
-    Written, it is the head of its state's parts (``parts.py``): its state without them, and the
-    parts' names and versions; a value written before the parts holds its whole state."""
+    Written, it is the head of its state's parts (``parts.py``): its state without them, the
+    parts' names and versions, and the parts it carries; a value written before the parts holds
+    its whole state."""
 
     state: TableState
     outbox: Outbox = msgspec.field(default_factory=Outbox)
@@ -149,6 +150,7 @@ class TableValue(msgspec.Struct):
     # The parts of its state as last written, (name, version); renewed at every write, a tuple the
     # garbage collector stops tracking, not a list it would walk in every full collection.
     parts: tuple[tuple[bytes, bytes], ...] = ()
+    carried: dict[bytes, bytes] = {}  # the encoded parts whose version is CARRIED, by name
 
     def first_return(self, alert_id: str) -> bool:
         """Whether this alert came back unchained for the first time (else it is a copy); it joins
@@ -433,7 +435,7 @@ def _unapplied_offsets(assigned: Set[TP]) -> dict[TP, int]:
         if is_part(key):
             continue
         progress = _table_progress.decode(value)
-        named.update(part_key(key, name, version) for name, version in progress.parts)
+        named.update(part_key(key, name, version) for name, version in progress.parts if version != CARRIED)
         partition = partition_for(key, settings.partitions)
         for topic, offset in progress.outbox.applied.items():
             tp = wanted.get((topic, partition))
@@ -466,15 +468,15 @@ def _watch_of(key: bytes, table_id: str) -> TableValue:
 
 
 def stored_table(key: bytes) -> TableValue:
-    """The table's value as ``watch_table`` holds it: its head, and the parts the head names."""
+    """The table's value as ``watch_table`` holds it: its head, and the parts the head carries or names."""
     value = _table_value.decode(watch_table.data[key])
     if value.parts:
-        value.state = joined(value.state, ((name, _part(key, name, version)) for name, version in value.parts))
+        value.state = joined(value.state, ((name, _part(key, value, name, version)) for name, version in value.parts))
     return value
 
 
-def _part(key: bytes, name: bytes, version: bytes) -> bytes:
-    stored: bytes | None = watch_table.data.get(part_key(key, name, version))
+def _part(key: bytes, head: TableValue, name: bytes, version: bytes) -> bytes:
+    stored = head.carried.get(name) if version == CARRIED else watch_table.data.get(part_key(key, name, version))
     if stored is None:  # a changelog that lost what compaction keeps: this table cannot be judged
         raise LookupError(f"the changelog lacks the part {name[:60]!r} (version {version!r}) of the table {key[:60]!r}")
     return stored
@@ -580,35 +582,40 @@ def _write_table(
     changelog: list[tuple[str, int, bytes, bytes | None]],
     touched: set[str] | None,
 ) -> bytes:
-    """The table's value into ``watch_table`` and ``changelog`` (``parts.py``): the parts of its
-    state that changed since this worker last wrote it (all of them, the first time) as
-    ``version``, then the head naming them, then tombstones of this worker's versions it no longer
-    names. Its rounds not in ``touched`` are as this worker wrote them: their versions are named
-    again, unencoded (all are compared when ``touched`` is None). Returns the head."""
+    """The table's value into ``watch_table`` and ``changelog`` (``parts.py``): its head, carrying
+    the parts of its state that changed since the last head (every part this worker has not
+    written, the first time), after the parts the last head carried and that have not changed since,
+    stored as ``version``, and before tombstones of this worker's versions it no longer names. Its
+    rounds not in ``touched`` are as at the last head: not encoded again (all are compared when
+    ``touched`` is None). Returns the head."""
     mine = WRITER + b"."
-    ours = {name: was for name, was in value.parts if was.startswith(mine)}
+    last = dict(value.parts)
+    carried = value.carried
     store: Any = watch_table.data
     held: dict[bytes, bytes] = store.data  # the store's dict: its mapping methods cost a microsecond a call
     unchanged = set()
     if touched is not None:
         for round_id in value.state.rounds.keys() - touched:
             name = ROUND + round_id.encode()
-            was = ours.get(name)
-            if was is not None and part_key(key, name, was) in held:
+            was = last.get(name)  # None, CARRIED (empty) or a version: only this worker's are kept
+            if name in carried if was == CARRIED else was and was.startswith(mine) and part_key(key, name, was) in held:
                 unchanged.add(name)
     head_state, encoded_parts = split(value.state, unchanged)
-    named = []
+    named, carrying = [], {}
     for name, encoded in encoded_parts.items():
-        was = ours.get(name)
-        if was is not None and (encoded is None or held.get(part_key(key, name, was)) == encoded):
+        was = last.get(name)
+        if was == CARRIED and (encoded is None or encoded == carried.get(name)):  # settled: stored on its own
+            _put(watch_table, part_key(key, name, version), carried[name], partition, changelog)
+            named.append((name, version))
+        elif was and was.startswith(mine) and (encoded is None or held.get(part_key(key, name, was)) == encoded):
             named.append((name, was))
         else:
-            assert encoded is not None  # only a part of this worker's, held, is left unencoded
-            _put(watch_table, part_key(key, name, version), encoded, partition, changelog)
-            named.append((name, version))
-    kept = set(named)
-    gone = [(name, was) for name, was in ours.items() if (name, was) not in kept]
-    value.parts = tuple(named)
+            assert encoded is not None  # only a part kept is left unencoded
+            carrying[name] = encoded
+            named.append((name, CARRIED))
+    now_named = set(named)
+    gone = [(name, was) for name, was in last.items() if was.startswith(mine) and (name, was) not in now_named]
+    value.parts, value.carried = tuple(named), carrying
     head = _encode(msgspec.structs.replace(value, state=head_state))
     _put(watch_table, key, head, partition, changelog)
     for name, was in gone:

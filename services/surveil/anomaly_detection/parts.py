@@ -4,20 +4,23 @@ By mid-shoe a table's state is about 27 KB, and most of it stays as it was from 
 next: the rounds it keeps after they are settled, its finished shoes, most of its window of seen
 event ids. So the state goes to the changelog as a head (what every event changes: where the
 table is in play, with its value's offsets and outputs) and parts: each round it keeps, each
-shoe, each block of the window. A commit writes the head and the parts that changed.
+shoe, each block of the window. The head carries within it the parts that changed since the last
+head (the round in play, the shoe, the block of ids being filled: most commits write a table as
+one record); a part the last head carried that has not changed since is written on its own, as a
+version the head names, and stays there until it changes again (a settled round, a full block).
 
 A part's version is never written twice: its key holds the table's key, the part's name and the
 version (the worker process that wrote it, and that worker's commit), and a head names the
 versions it is made of. A commit writes a table's new versions, then its head, then tombstones for
 the versions of this worker the head no longer names, all on the table's partition, in that
 order; so the changelog holds every version its last head names, wherever a crash cut a commit
-short. A worker names only versions it wrote (its first write of a table writes every part) and
-deletes only those: a worker that lost its partitions but still had a commit in flight (frozen
-past its session timeout, say) and its successor never delete what the other's heads name, so
-the table's last head, whoever wrote it, is whole. What no head names (a commit cut short, the
-versions of the table's earlier writer) the worker that recovers the partition deletes, once no
-worker can still be sending a head that names it (a producer's request timeout later: the head of
-a commit cut short may be on its way still).
+short. A worker names only versions it wrote (its first write of a table carries every part the
+table's earlier writer stored) and deletes only those: a worker that lost its partitions but
+still had a commit in flight (frozen past its session timeout, say) and its successor never
+delete what the other's heads name, so the table's last head, whoever wrote it, is whole. What no
+head names (a commit cut short, the versions of the table's earlier writer) the worker that
+recovers the partition deletes, once no worker can still be sending a head that names it (a
+producer's request timeout later: the head of a commit cut short may be on its way still).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ..detect.watch import DIGEST_SIZE, RoundWatch, ShoeWatch, TableState
 
 PART = b"\xff"  # begins a part's key: no UTF-8 text, so no table's key, holds this byte
 ROUND, SHOE, IDS = b"r", b"s", b"w"  # a part's name: its kind, then the round's or shoe's id, or the block's number
+CARRIED = b""  # the version of a part the head carries: a written version names its writer
 IDS_BLOCK = 128 * DIGEST_SIZE  # the window of seen ids, 8 KB when full, in blocks of 1 KB: an event changes one
 
 _encode = msgspec.msgpack.Encoder().encode
