@@ -11,6 +11,7 @@ import gc
 import os
 import subprocess
 import sys
+import time
 from collections import Counter, OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -439,6 +440,43 @@ def test_a_commit_lets_the_events_go_on_between_its_slices(app: Any, monkeypatch
     asyncio.run(commit())
     assert sorted(sent) == sorted(tables)
     assert set(range(1, len(tables))) <= set(left_to_stage)  # it ran with 19 values left to stage, 18, ... 1
+
+
+def test_the_events_waiting_on_a_commit_go_on_between_its_slices_for_as_long_as_a_slice(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Between two slices of a commit's staging (10 ms each here) the waiting events (0.5 ms each)
+    go on for as long as a slice, not one of them: a bare yield let one through and left the rest
+    queued behind the commit."""
+    handled: list[int] = [0]
+    at_each_value: list[int] = []  # the events handled when each value's staging began
+    committed = False
+
+    def slow_write(*args: Any) -> bytes:
+        at_each_value.append(handled[0])
+        time.sleep(0.01)
+        return b""
+
+    for n in range(6):
+        app._changed[f"T{n:03}".encode()] = app.TableValue(app.TableState(f"T{n:03}"))
+    monkeypatch.setattr(app, "_write_table", slow_write)
+    monkeypatch.setattr(app, "STAGING_SLICE_S", 0.01)
+
+    async def events_waiting() -> None:
+        while not committed:
+            time.sleep(0.0005)
+            handled[0] += 1
+            await asyncio.sleep(0)
+
+    async def commit() -> None:
+        nonlocal committed
+        events = asyncio.ensure_future(events_waiting())
+        await asyncio.sleep(0)
+        await app._write_changed(assigned(app), {})
+        committed = True
+        await events
+
+    asyncio.run(commit())
+    between = [later - earlier for earlier, later in zip(at_each_value, at_each_value[1:])]
+    assert len(between) == 5 and min(between) >= 3, between  # about 20 each; a bare yield lets 1 through
 
 
 def test_an_event_that_fails_between_slices_takes_its_table_out_of_the_commit(app: Any) -> None:
