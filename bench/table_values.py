@@ -9,12 +9,12 @@ a second by default): a table's value as a head and the parts of its state that 
 as committed then (those of the commit before: the outputs of events since then are what a
 restart may have to publish again). It prints what a commit writes of a table (mean and largest,
 keys and values, over the shoe's last two thirds, once the values have grown) beside its whole
-value (as one record, one in 25), the bytes written a second of play, and
-the time staging takes a value (encoding it, mostly: the worker's event loop waits meanwhile;
-the median over the commits, as the collector's pauses land in one commit or another),
-and what the table values hold (one in 25): their recent rounds, shoes, window of seen ids and
-outbox; and, for each ten minutes of play, what a commit writes and how long staging it takes: it
-grows with the tables' state as their shoes go on.
+value (as one record, one in 25), in how many records (heads, parts, tombstones), the bytes
+written a second of play, and the time staging takes a value (encoding it, mostly: the worker's
+event loop waits meanwhile; the median over the commits, as the collector's pauses land in one
+commit or another), and what the table values hold (one in 25): their recent rounds, shoes,
+window of seen ids and outbox; and, for each ten minutes of play, what a commit writes and how
+long staging it takes: it grows with the tables' state as their shoes go on.
 
 Each figure is given twice: as the worker writes (the committed offsets handed to the staging),
 and with no offset committed (every value keeps its last ``RECENT_OUTPUTS`` outputs).
@@ -86,7 +86,8 @@ def replayed(lines: list[bytes], commit_seconds: float, committed_offsets: bool)
 def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) -> dict[str, Any]:
     from surveil.anomaly_detection import app
 
-    table_writes: list[int] = []  # a table's records in a commit: its head, the parts that changed, tombstones
+    table_writes: list[int] = []  # a table's records' bytes in a commit: its head, the parts it stored, tombstones
+    records: Counter[str] = Counter()  # over those table writes, by kind
     whole_values: list[int] = []  # a table's value as one record, as written before the parts
     parts: defaultdict[str, list[int]] = defaultdict(list)
     chart_values: list[int] = []
@@ -95,16 +96,19 @@ def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) 
     grown = len(lines) // 3
     for number, at, changelog, staged_s in replayed(lines, commit_seconds, committed_offsets):
         writes: Counter[bytes] = Counter()  # per table: its head's, parts' and tombstones' bytes
+        kinds: Counter[str] = Counter()
         charts = []
         for topic, _, key, value in changelog:
             if "table-watch" not in topic:
                 charts.append(len(key) + len(value or b""))
             else:
                 writes[table_of(key) if is_part(key) else key] += len(key) + len(value or b"")
+                kinds["tombstones" if value is None else "parts" if is_part(key) else "heads"] += 1
         by_window[int((at - started_at) // WINDOW_SECONDS)].append(
             (len(writes) + len(charts), sum(writes.values()) + sum(charts), staged_s)
         )
         if number >= grown:
+            records += kinds
             chart_values += charts
             for table, size in writes.items():
                 table_writes.append(size)
@@ -121,6 +125,7 @@ def written(lines: list[bytes], commit_seconds: float, committed_offsets: bool) 
         "table_values_written": len(table_writes),
         "table_write_kb_mean": statistics.mean(table_writes) / 1024,
         "table_write_kb_max": max(table_writes) / 1024,
+        "table_write_records_mean": {kind: count / len(table_writes) for kind, count in sorted(records.items())},
         "table_value_kb_mean": statistics.mean(whole_values) / 1024,
         "chart_value_kb_mean": statistics.mean(chart_values) / 1024 if chart_values else 0.0,
         "changelog_kb_a_second_of_play": total_bytes / 1024 / played_s,
@@ -168,6 +173,9 @@ def main() -> None:
         print(
             f"{label}: {figures['table_values_written']:,} table values written over the shoe's last two thirds, "
             f"mean {figures['table_write_kb_mean']:.1f} KB, largest {figures['table_write_kb_max']:.1f} KB (head and changed parts), "
+            f"in {sum(figures['table_write_records_mean'].values()):.2f} records ("
+            + ", ".join(f"{kind} {mean:.2f}" for kind, mean in figures["table_write_records_mean"].items())
+            + "), "
             f"of a whole value of {figures['table_value_kb_mean']:.1f} KB on average; "
             f"charts' mean {figures['chart_value_kb_mean']:.2f} KB; "
             f"{figures['changelog_kb_a_second_of_play']:,.0f} KB written a second of play; "
