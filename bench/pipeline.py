@@ -757,9 +757,12 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         if profiles:
             profiles.start(start + seconds - window_start)
         loads = [load_average()]
+        middle = None  # the commits' histogram half-way: do they take longer as the tables' state grows?
         while time.time() < start + seconds:
             time.sleep(min(10, max(start + seconds - time.time(), 0)))
             loads.append(load_average())
+            if middle is None and time.time() >= (window_start + start + seconds) / 2:
+                middle = pipeline.histogram("surveil_detection_commit_seconds")
             pipeline.check_alive()
             say(progress(tables, time.time() - window_start, start + seconds - window_start, offsets, loads[-1][0]))
         window_end = time.time()
@@ -811,6 +814,8 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
     found = {(a.subject, a.data.rule) for _, a in alerts.arrivals}
     missed = [label for label in played["labels"] if (label[0], label[1]) not in found]
     histograms = {metric: histogram_delta(after[metric], before[metric]) for metric in before}
+    commits = "surveil_detection_commit_seconds"
+    commit_halves = [(before[commits], middle), (middle, after[commits])] if middle else []
     used = {name: cpu_after[name] - cpu_before[name] for name in cpu_after if name in cpu_before}
     cpu_ms = {name: 1000 * s / rounds for name, s in used.items()} if rounds else {}
     if cpu_ms:
@@ -841,6 +846,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         "detection_since_published": latency_summary(histograms["surveil_detection_queue_latency_seconds"]),
         "alert_latency_service": latency_summary(histograms["surveil_alert_latency_seconds"]),
         "detectors_commit": latency_summary(histograms["surveil_detection_commit_seconds"]),
+        "detectors_commit_halves": [latency_summary(histogram_delta(later, earlier)) for earlier, later in commit_halves] or None,
         "alert_latency_end_to_end": {
             "alerts": len(everything),
             "p50": percentile(everything, 0.5),
@@ -944,7 +950,13 @@ def summary(result: Mapping[str, Any]) -> str:
         f"{result['labels'] - result['labels_missed']} of {result['labels']} injected irregularities found",
         f"  detectors, event to processed: p99 {ms(detection['p99'])} ({100 * detection['within_100ms']:.0f} % within 100 ms)",
         f"  detectors' commits (changelog written, offsets committed): {commits['count']:.0f}, "
-        f"p50 {ms(commits['p50'])}, p99 {ms(commits['p99'])}",
+        f"p50 {ms(commits['p50'])}, p99 {ms(commits['p99'])}"
+        + (
+            f" (p50 {ms(result['detectors_commit_halves'][0]['p50'])} in the window's first half, "
+            f"{ms(result['detectors_commit_halves'][1]['p50'])} in its second)"
+            if result.get("detectors_commit_halves")
+            else ""
+        ),
         f"  {'process':<26}{'CPU ms/round':>13}{'% of a core':>13}{'peak RSS MB':>13}",
     ]
     for name, share in result["cpu_share"].items():
