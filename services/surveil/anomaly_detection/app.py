@@ -22,11 +22,12 @@ topic (``detect.alerts``; ``surveil verify`` checks a log against them).
 Delivery is at least once (faust commits offsets after flushing what it produced), and the
 tables make it effectively once. Each table's value holds its state, the offset of the last event
 applied per input topic, and the outputs of its events at or after the committed offsets
-(``Outbox.forget``); in the changelog it is a head, carrying the parts of its state that changed last, and the other
-parts the head names (``parts.py``), and a head is written after its parts. An event at or below the applied offset is a
-redelivery after a restart: it is not applied again, its outputs are published again (they may
-have been lost with the worker). So no alert is lost and no event counts twice; a republished
-alert carries the same deterministic id, which is how consumers tell it from a new one.
+(``Outbox.forget``); in the changelog it is a head, carrying the parts of its state that changed
+last, and the other parts the head names (``parts.py``), and a head is written after its parts.
+An event at or below the applied offset is a redelivery after a restart: it is not applied again,
+its outputs are published again (they may have been lost with the worker). So no alert is lost
+and no event counts twice; a republished alert carries the same deterministic id, which is how
+consumers tell it from a new one.
 
 A table's value is written once per offset commit, not once per event, and only the parts of it
 that changed: a value is tens of KB, and the changelog producer was the largest cost of an
