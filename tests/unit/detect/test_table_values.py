@@ -628,8 +628,9 @@ def test_a_commit_writes_a_tables_head_and_only_the_parts_of_it_that_changed(app
 def test_a_commit_cut_short_anywhere_leaves_each_table_as_one_commit_or_the_other_wrote_it(app: Any, floor: list[m.Event]) -> None:
     """A worker that died in the middle of a commit's writes resumes from the table's head before
     or after it, whole; the worker that recovers it writes every part of it anew the first time
-    (its head carries those the earlier head named), and deletes what no head names (the versions written without their head, its predecessor's)
-    once no worker can still be sending a head that names them."""
+    (its head carries those the earlier head named, and stores those it carried), and deletes what
+    no head names (the versions written without their head, its predecessor's) once no worker can
+    still be sending a head that names them."""
     key, start, offsets, changelog = written_halfway(app, floor)
     before = app._encode(app.stored_table(key).state)
     feed(app, floor[start : start + 80], offsets)  # two rounds and more: some of the earlier rounds' parts deleted
@@ -648,7 +649,7 @@ def test_a_commit_cut_short_anywhere_leaves_each_table_as_one_commit_or_the_othe
             app._changed[key] = app.stored_table(key)
             first = tables_records(app.stage_changed(assigned(app), {}))
             changelog_holds(held, first)
-            rewritten = {k for _, _, k, v in first if v is not None and is_part(k)}  # those the last head carried
+            rewritten = {k for _, _, k, v in first if v is not None and is_part(k)}  # those the earlier head carried
             assert rewritten == parts_named(app, key) and not rewritten & inherited  # every part anew, carried or its own
             assert {k for k in held if is_part(k)} == rewritten | inherited | orphans  # nothing deleted yet
         with recovered(app, b"successor", held):  # recovering the partition again, later
