@@ -845,7 +845,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         "detection_latency": latency_summary(histograms["surveil_detection_latency_seconds"]),
         "detection_since_published": latency_summary(histograms["surveil_detection_queue_latency_seconds"]),
         "alert_latency_service": latency_summary(histograms["surveil_alert_latency_seconds"]),
-        "detectors_commit": latency_summary(histograms["surveil_detection_commit_seconds"]),
+        "detectors_commit": latency_summary(histograms[commits]),
         "detectors_commit_halves": [latency_summary(histogram_delta(later, earlier)) for earlier, later in commit_halves] or None,
         "alert_latency_end_to_end": {
             "alerts": len(everything),
