@@ -122,6 +122,7 @@ WARMUP_SECONDS = 60.0  # tables start over the first 50 s (shoe start, burn): no
 RETRY_SECONDS = 120.0
 PACE = 50.0  # wall-clock seconds a round takes at a table: real pace (a busy baccarat table)
 SUSTAINED_SLOPE = 1.0  # events/s: a group whose lag grows faster over the window is not keeping up
+GC_PAUSES = "surveil_gc_pause_seconds"  # by generation, not topic
 T = TypeVar("T")
 
 
@@ -304,8 +305,10 @@ class Pipeline:
             return text
 
     def histogram(self, metric: str) -> dict[str, dict[float, float]]:
-        """``metric``'s cumulative bucket counts by topic, summed over the anomaly-detection instances."""
-        return histogram_buckets((self.metrics_text(name) for name in self.instance_names("anomaly-detection")), metric)
+        """``metric``'s cumulative bucket counts by topic (the collector's pauses: by generation),
+        summed over the anomaly-detection instances."""
+        label = "generation" if metric == GC_PAUSES else "topic"
+        return histogram_buckets((self.metrics_text(name) for name in self.instance_names("anomaly-detection")), metric, label)
 
     def settings(self, principal: str) -> Settings:
         assert self.access is not None
@@ -313,15 +316,15 @@ class Pipeline:
         return self.access.settings(settings, principal)  # type: ignore[no-any-return]
 
 
-def histogram_buckets(texts: Iterable[str], metric: str) -> dict[str, dict[float, float]]:
-    """A histogram's cumulative bucket counts by topic ("" for a histogram without one), summed
-    over the exposition ``texts`` (one per instance)."""
+def histogram_buckets(texts: Iterable[str], metric: str, label: str = "topic") -> dict[str, dict[float, float]]:
+    """A histogram's cumulative bucket counts by ``label``'s value ("" for a histogram without
+    it), summed over the exposition ``texts`` (one per instance)."""
     total: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
     for text in texts:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 if sample.name == f"{metric}_bucket":
-                    total[sample.labels.get("topic", "")][float(sample.labels["le"])] += sample.value
+                    total[sample.labels.get(label, "")][float(sample.labels["le"])] += sample.value
     return {topic: dict(buckets) for topic, buckets in total.items()}
 
 
@@ -742,6 +745,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
                 "surveil_detection_queue_latency_seconds",
                 "surveil_alert_latency_seconds",
                 "surveil_detection_commit_seconds",
+                GC_PAUSES,
             )
         }
         # The broker's request meters (--broker-requests): its JMX port open from here to the window's
@@ -847,6 +851,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         "alert_latency_service": latency_summary(histograms["surveil_alert_latency_seconds"]),
         "detectors_commit": latency_summary(histograms[commits]),
         "detectors_commit_halves": [latency_summary(histogram_delta(later, earlier)) for earlier, later in commit_halves] or None,
+        "detectors_gc_pauses": latency_summary(histograms[GC_PAUSES])["by_topic"],  # by generation
         "alert_latency_end_to_end": {
             "alerts": len(everything),
             "p50": percentile(everything, 0.5),
@@ -957,8 +962,13 @@ def summary(result: Mapping[str, Any]) -> str:
             if result.get("detectors_commit_halves")
             else ""
         ),
-        f"  {'process':<26}{'CPU ms/round':>13}{'% of a core':>13}{'peak RSS MB':>13}",
     ]
+    if full := result.get("detectors_gc_pauses", {}).get("2"):
+        lines.append(
+            f"  detectors' full collections (the event loop paused): {full['count']:.0f}, p50 {ms(full['p50'])}, "
+            f"p99 {ms(full['p99'])}, {100 * full['within_100ms']:.0f} % within 100 ms"
+        )
+    lines.append(f"  {'process':<26}{'CPU ms/round':>13}{'% of a core':>13}{'peak RSS MB':>13}")
     for name, share in result["cpu_share"].items():
         per_round, rss = result["cpu_ms_per_round"].get(name), result["peak_rss_mb"].get(name)
         per_round_text, rss_text = "-" if per_round is None else f"{per_round:.2f}", "-" if rss is None else f"{rss:.0f}"

@@ -271,6 +271,9 @@ surveil_alert_latency_seconds_sum{topic="baccarat.shoe"} 0.3
     assert alerts == {"baccarat.shoe": {0.1: 8.0, float("inf"): 10.0}}
     summary = pipeline.latency_summary(commits)
     assert summary["count"] == 40.0 and summary["p99"] == 0.1  # 22 of the 40 above the largest finite bound
+    by_generation = exposition.replace("topic=", "generation=").replace('"baccarat.shoe"', '"2"')
+    pauses = pipeline.histogram_buckets([by_generation], "surveil_alert_latency_seconds", "generation")
+    assert pauses == {"2": {0.1: 4.0, float("inf"): 5.0}}
 
 
 def test_a_py_spy_profile_is_shared_out_by_thread_and_function_and_its_seconds_are_a_share_of_a_core(tmp_path: Path) -> None:

@@ -3,6 +3,7 @@ written out by hand (``TableFamily``), in Prometheus' text format."""
 
 from __future__ import annotations
 
+import gc
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -64,3 +65,21 @@ def test_each_family_is_declared_once_with_its_type(port: int) -> None:
         text = response.read().decode()
     for name, kind in (("surveil_round_outcomes_total", "counter"), ("surveil_table_last_event_timestamp_seconds", "gauge")):
         assert text.count(f"# TYPE {name} {kind}\n") == 1
+
+
+def test_each_collection_of_the_process_is_timed_by_generation_once_it_serves(port: int) -> None:
+    full = (("generation", "2"),)
+    gc.disable()  # only the collections made here
+    try:
+        before = scrape(port)[1][("surveil_gc_pause_seconds_count", full)]
+        gc.collect()
+        gc.collect(0)
+        _, samples = scrape(port)
+        assert samples[("surveil_gc_pause_seconds_count", full)] == before + 1
+        assert samples[("surveil_gc_pause_seconds_count", (("generation", "0"),))] >= 1
+        assert samples[("surveil_gc_pause_seconds_sum", full)] > 0
+        serve(0, "127.0.0.1").shutdown()  # a second endpoint does not time each collection twice
+        gc.collect()
+        assert scrape(port)[1][("surveil_gc_pause_seconds_count", full)] == before + 2
+    finally:
+        gc.enable()
