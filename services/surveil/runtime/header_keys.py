@@ -57,6 +57,7 @@ class _Batch:
         return getattr(self._batch, name)
 
     def __iter__(self) -> Iterator[Any]:
+        self._batch = iter(self._batch)  # where the C batch decompresses its records, if compressed
         return self
 
     def __next__(self) -> Any:

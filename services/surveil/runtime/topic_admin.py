@@ -4,7 +4,8 @@ with their settings as code.
 All topics share one partition count. Each contract topic has its settings (``topic_configs``):
 the evidence (the raw shoe, table-input, table and settlement streams, the alerts and what the
 surveillance room did about them) is kept ``EVIDENCE_RETENTION_DAYS`` (180 by default), whatever
-its size; the dead letters ``DEADLETTER_RETENTION_DAYS`` (30). ``create_topics`` creates the
+its size; the dead letters ``DEADLETTER_RETENTION_DAYS`` (30); each stored uncompressed, whatever
+its producers send. ``create_topics`` creates the
 missing topics with them and alters an existing topic whose settings differ, so a change here, or
 of the variables, reaches the broker at the next ``ops/stack.sh up`` (or compose's kafka-init)::
 
@@ -37,6 +38,11 @@ DAY_MS = 86_400_000
 # device message is also an alert, kept with the evidence.
 EVIDENCE = (topics.SHOE, topics.INPUTS, topics.TABLE, topics.SETTLEMENT, topics.ALERTS, topics.ALERT_ACTIONS)
 
+# The broker stores a batch a producer compressed (gzip, snappy, lz4, zstd: a producer's choice)
+# uncompressed: no consumer meets a codec it cannot read. kafka-python reads gzip alone without
+# other libraries, and a poll that met another failed at every try: any producer allowed to
+# write a topic could stop its consumers for good. (Our producers do not compress.)
+STORED_UNCOMPRESSED = {"compression.type": "uncompressed"}
 
 # Cluster-wide feature levels (KIP-584), set by ``settle_features``. Eligible leader replicas
 # off: a one-node cluster killed -9 came back through unclean leader elections with them on, and
@@ -59,14 +65,15 @@ def _days(variable: str, value: str | None, default: int) -> int:
 def topic_configs(evidence_days: int | None = None, deadletter_days: int | None = None) -> dict[str, dict[str, str]]:
     """Each contract topic's settings on the broker, by its name in the contract. The days default
     to env ``EVIDENCE_RETENTION_DAYS`` (180) and ``DEADLETTER_RETENTION_DAYS`` (30). Deleted by
-    age only (``retention.bytes`` -1): a busy night must not push evidence out early."""
+    age only (``retention.bytes`` -1): a busy night must not push evidence out early. Stored
+    uncompressed (``STORED_UNCOMPRESSED``)."""
     if evidence_days is None:
         evidence_days = _days("EVIDENCE_RETENTION_DAYS", os.environ.get("EVIDENCE_RETENTION_DAYS"), DEFAULT_EVIDENCE_DAYS)
     if deadletter_days is None:
         deadletter_days = _days("DEADLETTER_RETENTION_DAYS", os.environ.get("DEADLETTER_RETENTION_DAYS"), DEFAULT_DEADLETTER_DAYS)
 
     def kept(days: int) -> dict[str, str]:
-        return {"cleanup.policy": "delete", "retention.ms": str(days * DAY_MS), "retention.bytes": "-1"}
+        return {"cleanup.policy": "delete", "retention.ms": str(days * DAY_MS), "retention.bytes": "-1", **STORED_UNCOMPRESSED}
 
     return {**{name: kept(evidence_days) for name in EVIDENCE}, **{name: kept(deadletter_days) for name in topics.DEADLETTERS}}
 

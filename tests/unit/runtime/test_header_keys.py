@@ -44,3 +44,23 @@ def test_aiokafka_reads_a_header_key_that_is_not_utf8(compression: int) -> None:
     while records.has_next():
         found += [(r.key, r.value, r.headers) for r in records.next_batch()]
     assert [(k, v, list(h)) for k, v, h in found] == EXPECTED
+
+
+@pytest.mark.parametrize("compression", [0, 1], ids=["plain", "gzip"])
+def test_aiokafka_reads_a_batch_whose_header_keys_are_all_utf8(compression: int) -> None:
+    """The wrapped C batch decompresses its records before the first is read: read compressed,
+    they were garbage (a worker stopped on any gzip batch of its input topics)."""
+    header_keys.install()
+    import aiokafka.consumer.fetcher
+
+    builder = DefaultRecordBatchBuilder(
+        magic=2, compression_type=compression, is_transactional=0, producer_id=-1, producer_epoch=-1, base_sequence=-1, batch_size=1 << 20
+    )
+    sent = [(b"k%d" % i, b"v" * 466, [("content-type", b"application/json")]) for i in range(20)]
+    for offset, (key, value, headers) in enumerate(sent):
+        builder.append(offset, timestamp=None, key=key, value=value, headers=headers)
+    records = aiokafka.consumer.fetcher.MemoryRecords(bytes(builder.build()))
+    found = []
+    while records.has_next():
+        found += [(r.key, r.value, list(r.headers)) for r in records.next_batch()]
+    assert found == sent
