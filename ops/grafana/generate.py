@@ -772,6 +772,13 @@ def pipeline_health() -> Json:
             Query(f"rate(process_cpu_seconds_total{{{SERVICE_JOBS}}}[5m])", "{{job}}"),
             unit="percentunit",
         ),
+        timeseries(
+            "Garbage collection pauses",
+            "The share of the time each service's process stood still for its garbage collector, every generation "
+            "(surveil_gc_pause_seconds): the detectors process no event meanwhile.",
+            Query(f"sum by (job) (rate(surveil_gc_pause_seconds_sum{{{SERVICE_JOBS}}}[5m]))", "{{job}}"),
+            unit="percentunit",
+        ),
     ]
     return dashboard(
         "surveil-pipeline",
