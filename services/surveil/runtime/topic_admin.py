@@ -5,9 +5,9 @@ All topics share one partition count. Each contract topic has its settings (``to
 the evidence (the raw shoe, table-input, table and settlement streams, the alerts and what the
 surveillance room did about them) is kept ``EVIDENCE_RETENTION_DAYS`` (180 by default), whatever
 its size; the dead letters ``DEADLETTER_RETENTION_DAYS`` (30); each stored uncompressed, whatever
-its producers send. ``create_topics`` creates the
-missing topics with them and alters an existing topic whose settings differ, so a change here, or
-of the variables, reaches the broker at the next ``ops/stack.sh up`` (or compose's kafka-init)::
+its producers send. ``create_topics`` creates the missing topics with them and alters an existing
+topic whose settings differ, so a change here, or of the variables, reaches the broker at the next
+``ops/stack.sh up`` (or compose's kafka-init)::
 
     python -m surveil.runtime.topic_admin create --bootstrap 127.0.0.1:9092 --partitions 6
 

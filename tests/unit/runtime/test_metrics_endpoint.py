@@ -78,7 +78,9 @@ def test_each_collection_of_the_process_is_timed_by_generation_once_it_serves(po
         assert samples[("surveil_gc_pause_seconds_count", full)] == before + 1
         assert samples[("surveil_gc_pause_seconds_count", (("generation", "0"),))] >= 1
         assert samples[("surveil_gc_pause_seconds_sum", full)] > 0
-        serve(0, "127.0.0.1").shutdown()  # a second endpoint does not time each collection twice
+        second = serve(0, "127.0.0.1")  # a second endpoint does not time each collection twice
+        second.shutdown()
+        second.server_close()
         gc.collect()
         assert scrape(port)[1][("surveil_gc_pause_seconds_count", full)] == before + 2
     finally:
