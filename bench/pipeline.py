@@ -122,7 +122,15 @@ WARMUP_SECONDS = 60.0  # tables start over the first 50 s (shoe start, burn): no
 RETRY_SECONDS = 120.0
 PACE = 50.0  # wall-clock seconds a round takes at a table: real pace (a busy baccarat table)
 SUSTAINED_SLOPE = 1.0  # events/s: a group whose lag grows faster over the window is not keeping up
-GC_PAUSES = "surveil_gc_pause_seconds"  # by generation, not topic
+COMMITS, GC_PAUSES = "surveil_detection_commit_seconds", "surveil_gc_pause_seconds"
+# The detectors' histograms a run reads, each by the label it is split by (none: all under "").
+HISTOGRAMS = {
+    "surveil_detection_latency_seconds": "topic",
+    "surveil_detection_queue_latency_seconds": "topic",
+    "surveil_alert_latency_seconds": "topic",
+    COMMITS: "topic",
+    GC_PAUSES: "generation",
+}
 T = TypeVar("T")
 
 
@@ -305,10 +313,9 @@ class Pipeline:
             return text
 
     def histogram(self, metric: str) -> dict[str, dict[float, float]]:
-        """``metric``'s cumulative bucket counts by topic (the collector's pauses: by generation),
-        summed over the anomaly-detection instances."""
-        label = "generation" if metric == GC_PAUSES else "topic"
-        return histogram_buckets((self.metrics_text(name) for name in self.instance_names("anomaly-detection")), metric, label)
+        """``metric``'s cumulative bucket counts by its label in ``HISTOGRAMS``, summed over the
+        anomaly-detection instances."""
+        return histogram_buckets((self.metrics_text(name) for name in self.instance_names("anomaly-detection")), metric, HISTOGRAMS[metric])
 
     def settings(self, principal: str) -> Settings:
         assert self.access is not None
@@ -738,16 +745,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         idle_after, idle_span = cpu_seconds(idle_pids), time.time() - idle_from
         time.sleep(max(start + WARMUP_SECONDS - time.time(), 0))
         pipeline.check_alive()
-        before = {
-            metric: pipeline.histogram(metric)
-            for metric in (
-                "surveil_detection_latency_seconds",
-                "surveil_detection_queue_latency_seconds",
-                "surveil_alert_latency_seconds",
-                "surveil_detection_commit_seconds",
-                GC_PAUSES,
-            )
-        }
+        before = {metric: pipeline.histogram(metric) for metric in HISTOGRAMS}
         # The broker's request meters (--broker-requests): its JMX port open from here to the window's
         # end; a reading is a JVM of its own (~1 s), so it comes before the CPU readings.
         requests = cleanup.enter_context(broker_requests.WindowCounts(stack.get("kafka"), say)) if spec.broker_requests else None
@@ -766,7 +764,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
             time.sleep(min(10, max(start + seconds - time.time(), 0)))
             loads.append(load_average())
             if middle is None and time.time() >= (window_start + start + seconds) / 2:
-                middle = pipeline.histogram("surveil_detection_commit_seconds")
+                middle = pipeline.histogram(COMMITS)
             pipeline.check_alive()
             say(progress(tables, time.time() - window_start, start + seconds - window_start, offsets, loads[-1][0]))
         window_end = time.time()
@@ -818,8 +816,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
     found = {(a.subject, a.data.rule) for _, a in alerts.arrivals}
     missed = [label for label in played["labels"] if (label[0], label[1]) not in found]
     histograms = {metric: histogram_delta(after[metric], before[metric]) for metric in before}
-    commits = "surveil_detection_commit_seconds"
-    commit_halves = [(before[commits], middle), (middle, after[commits])] if middle else []
+    commit_halves = [(before[COMMITS], middle), (middle, after[COMMITS])] if middle else []
     used = {name: cpu_after[name] - cpu_before[name] for name in cpu_after if name in cpu_before}
     cpu_ms = {name: 1000 * s / rounds for name, s in used.items()} if rounds else {}
     if cpu_ms:
@@ -849,7 +846,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         "detection_latency": latency_summary(histograms["surveil_detection_latency_seconds"]),
         "detection_since_published": latency_summary(histograms["surveil_detection_queue_latency_seconds"]),
         "alert_latency_service": latency_summary(histograms["surveil_alert_latency_seconds"]),
-        "detectors_commit": latency_summary(histograms[commits]),
+        "detectors_commit": latency_summary(histograms[COMMITS]),
         "detectors_commit_halves": [latency_summary(histogram_delta(later, earlier)) for earlier, later in commit_halves] or None,
         "detectors_gc_pauses": latency_summary(histograms[GC_PAUSES])["by_topic"],  # by generation
         "alert_latency_end_to_end": {
@@ -965,8 +962,8 @@ def summary(result: Mapping[str, Any]) -> str:
     ]
     if full := result.get("detectors_gc_pauses", {}).get("2"):
         lines.append(
-            f"  detectors' full collections (the event loop paused): {full['count']:.0f}, p50 {ms(full['p50'])}, "
-            f"p99 {ms(full['p99'])}, {100 * full['within_100ms']:.0f} % within 100 ms"
+            "  detectors' full collections (the event loop paused): "
+            + (f"{full['count']:.0f}, p50 {ms(full['p50'])}, p99 {ms(full['p99'])}" if full["count"] else "none")
         )
     lines.append(f"  {'process':<26}{'CPU ms/round':>13}{'% of a core':>13}{'peak RSS MB':>13}")
     for name, share in result["cpu_share"].items():

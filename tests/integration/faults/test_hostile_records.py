@@ -130,11 +130,11 @@ def test_a_batch_compressed_in_any_codec_is_read_and_refused_by_every_consumer(d
     def hostile(codec: str) -> bytes:  # compressible: librdkafka sends a batch compression does not shrink as it is
         return f"not an event, {codec}: {'x' * 2000}".encode()
 
+    partitions = {topic: partition_for(b"T01", len(deployment.partitions(topic))) for topic in (topics.SHOE, topics.TABLE)}
     for name in codecs:  # librdkafka compresses in every codec Kafka has
         producer = Producer({**librdkafka_config(kafka_client_config(deployment.bootstrap)), "compression.codec": name, "linger.ms": 50})
-        for topic in (topics.SHOE, topics.TABLE):
+        for topic, partition in partitions.items():
             for _ in range(3):  # a batch of a few records
-                partition = partition_for(b"T01", len(deployment.partitions(topic)))
                 producer.produce(deployment.topic(topic), hostile(name), b"T01", partition=partition)
         assert producer.flush(30) == 0
     letters = []
