@@ -90,7 +90,7 @@ SIGNER = AlertSigner.from_env()  # the detectors' key; service.main refuses to s
 CHECKPOINT_SECONDS = float(os.environ.get("ALERT_CHECKPOINT_SECONDS", "60"))
 
 
-class Output(msgspec.Struct, array_like=True):
+class Output(msgspec.Struct, array_like=True, gc=False):  # gc=False, tuples: a table's state (core/table.py)
     """Something an input event produced: where it went, and the bytes."""
 
     source: str  # "topic:offset" of the input event
@@ -99,19 +99,19 @@ class Output(msgspec.Struct, array_like=True):
     value: bytes
 
 
-class Outbox(msgspec.Struct):
+class Outbox(msgspec.Struct, gc=False):  # gc=False, tuples: a table's or a chart's state (core/table.py)
     """Offsets applied per input topic and the outputs of the events a restart may deliver again:
     what makes a redelivered event harmless."""
 
     applied: dict[str, int] = {}
-    outputs: list[Output] = []
+    outputs: tuple[Output, ...] = ()
 
     def seen(self, topic: str, offset: int) -> bool:
         return offset <= self.applied.get(topic, -1)
 
     def record(self, topic: str, offset: int, outputs: list[Output]) -> None:
         self.applied[topic] = offset
-        kept = [*self.outputs, *outputs]
+        kept = (*self.outputs, *outputs)
         if len(kept) > RECENT_OUTPUTS:
             metrics.OUTPUTS_DROPPED.inc(len(kept) - RECENT_OUTPUTS)
             kept = kept[-RECENT_OUTPUTS:]
@@ -128,7 +128,7 @@ class Outbox(msgspec.Struct):
         those outputs reached the broker and need no publishing again, whether or not the commit
         went through. Kept, they would be half a table's value by mid-shoe."""
         if committed and self.outputs:
-            self.outputs = [o for o in self.outputs if not _committed(o.source, committed)]
+            self.outputs = tuple(o for o in self.outputs if not _committed(o.source, committed))
 
 
 def _committed(source: str, committed: Mapping[str, int]) -> bool:
@@ -137,7 +137,7 @@ def _committed(source: str, committed: Mapping[str, int]) -> bool:
     return int(offset) < committed.get(topic, 0)
 
 
-class TableValue(msgspec.Struct):
+class TableValue(msgspec.Struct, gc=False):  # gc=False, tuples: a table's state (core/table.py)
     """The ``table-watch`` table's value per table (MessagePack; its field names are the encoding).
     Written, it is the head of its state's parts (``parts.py``): its state without them, the
     parts' names and versions, and the parts it carries; a value written before the parts holds
@@ -147,10 +147,8 @@ class TableValue(msgspec.Struct):
     outbox: Outbox = msgspec.field(default_factory=Outbox)
     chain: str = ""  # the chain value of the table's last alert
     count: int = 0  # the table's alerts so far
-    returned: list[str] = []  # the ids of its last RETURNED_ALERTS alerts that came back unchained
-    # The parts of its state as last written, (name, version); renewed at every write, a tuple the
-    # garbage collector stops tracking, not a list it would walk in every full collection.
-    parts: tuple[tuple[bytes, bytes], ...] = ()
+    returned: tuple[str, ...] = ()  # the ids of its last RETURNED_ALERTS alerts that came back unchained
+    parts: tuple[tuple[bytes, bytes], ...] = ()  # the parts of its state as last written, (name, version)
     carried: dict[bytes, bytes] = {}  # the encoded parts whose version is CARRIED, by name
 
     def first_return(self, alert_id: str) -> bool:
@@ -158,7 +156,7 @@ class TableValue(msgspec.Struct):
         the table's returned alerts."""
         if alert_id in self.returned:
             return False
-        self.returned = [*self.returned[1 - RETURNED_ALERTS :], alert_id]
+        self.returned = (*self.returned[1 - RETURNED_ALERTS :], alert_id)
         return True
 
 
@@ -177,7 +175,7 @@ class TableProgress(msgspec.Struct):
     parts: tuple[tuple[bytes, bytes], ...] = ()
 
 
-class ChartValue(msgspec.Struct):
+class ChartValue(msgspec.Struct, gc=False):  # gc=False: a chart's state (core/table.py)
     """What the ``pattern-charts`` table keeps per patron or dealer."""
 
     chart: patterns.Cusum

@@ -48,7 +48,7 @@ class DealingShoe:
         return len(self.cards) - self.pos
 
 
-class ShoeComposition(msgspec.Struct):
+class ShoeComposition(msgspec.Struct, gc=False):  # gc=False: part of a table's state, as core/table.py's
     """How many of each card came out of a shoe, and whether more came out than it held (Art. 1).
 
     A plain struct of card codes and counts, so a watch over a live table can store it.

@@ -32,14 +32,15 @@ STANDING = "standing"  # a bet's seat, or its box: a standing bettor, or the sta
 _NONE: Mapping[int, int] = MappingProxyType({})
 
 
-# What a table keeps of each round (Bet, HandCard, Round here, RoundResult in play.py, RoundWatch
-# in detect/watch.py) is out of the cyclic garbage collector's reach (gc=False): none of it refers
-# back to what holds it, so it is never part of a cycle, and the detectors keep twelve rounds a
-# table, which every full collection walked while the worker's loop waited (docs/performance.md,
-# "The detectors' worker"). Never give these types a field that can lead back to a holder (Any,
-# a callable, a parent): a cycle through them would never be freed. A round's hands and totals
-# are tuples for the same reason: a tuple of objects the collector cannot track (these types,
-# ints, strings) is untracked by the first collection that sees it, a list never is.
+# What a table keeps of each round and of its shoe (Bet, HandCard, Round, Shoe here, RoundResult in
+# play.py, ShoeComposition in shoe.py, the watch's state in detect/watch.py) is out of the cyclic
+# garbage collector's reach (gc=False): none of it refers back to what holds it, so it is never
+# part of a cycle, and the detectors keep thousands of tables' state, which every full collection
+# walked while the worker's loop waited (docs/performance.md, "The detectors' worker"). Never give
+# these types a field that can lead back to a holder (Any, a callable, a parent): a cycle through
+# them would never be freed. Their sequences are tuples for the same reason: a tuple of objects
+# the collector cannot track (these types, ints, strings) is untracked by the first collection
+# that sees it, a list never is.
 class Bet(msgspec.Struct, omit_defaults=True, gc=False):
     """A bet as the table recorded it. ``carried`` is its spot and amount as the last tie left it
     (Art. 12), for a bet carried over into this round."""
@@ -186,7 +187,7 @@ def _carried(bet: Bet) -> Bet:
     return Bet(bet.bet_id, bet.patron_id, bet.seat, bet.spot, bet.amount, carried=(bet.spot, bet.amount))
 
 
-class Shoe(msgspec.Struct, omit_defaults=True):
+class Shoe(msgspec.Struct, omit_defaults=True, gc=False):
     """A shoe as the table's devices tell of it: what it holds (Art. 1), each card read as it left
     (by its 1-based index, burns included), the cut card, and where each card went: burned or
     placed in a hand, and in which round. ``accounted_upto``: every card up to that index has been
@@ -205,8 +206,8 @@ class Shoe(msgspec.Struct, omit_defaults=True):
     burned: dict[int, str] = {}  # index -> round id ("" at the shoe's start)
     placed: dict[int, str] = {}  # index -> round id, as the table stream completes the rounds
     accounted_upto: int = 0
-    round_spans: list[tuple[int, int]] = []  # the first and last hand index of each round judged
-    exposed: list[int] = []  # indices of the cards that came out face up (Art. 4)
+    round_spans: tuple[tuple[int, int], ...] = ()  # the first and last hand index of each round judged
+    exposed: tuple[int, ...] = ()  # indices of the cards that came out face up (Art. 4)
     demo_rounds: int = 0
     real_rounds: int = 0  # rounds opened that were not demonstrations
 
@@ -236,7 +237,7 @@ class Shoe(msgspec.Struct, omit_defaults=True):
                 )
             )
         if face_up:
-            self.exposed.append(index)
+            self.exposed += (index,)
             found.append(
                 Finding(
                     AlertCode.CARD_EXPOSED,
@@ -371,7 +372,7 @@ class Shoe(msgspec.Struct, omit_defaults=True):
         if not indices:
             return found
         first, last = min(indices), max(indices)
-        self.round_spans.append((first, last))
+        self.round_spans += ((first, last),)
         found += self.unaccounted(up_to=last, in_hands=in_hands)
         cut = self.cut_index
         if cut is not None and not self.automatic and first > cut:

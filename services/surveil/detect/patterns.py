@@ -54,7 +54,7 @@ OUTCOME_INDEX = {Outcome.BANKER: 0, Outcome.PLAYER: 1, Outcome.TIE: 2}
 # ---- CUSUM ----------------------------------------------------------------------------------
 
 
-class Cusum(msgspec.Struct):
+class Cusum(msgspec.Struct, gc=False):  # gc=False: a chart's state, as a table's (core/table.py)
     """Page's one-sided CUSUM for a Bernoulli rate; ``score`` is the chart's statistic."""
 
     score: float = 0.0
@@ -101,39 +101,33 @@ REPEAT_SHOES_KEPT = 20  # earlier shoes remembered per table
 
 CARD_NUMBER = {code: number for number, code in enumerate(CARDS)}
 _CARD_KINDS = len(CARDS)
-_RUN_SPAN = _CARD_KINDS**REPEAT_K
+_RUN_SPAN: int = _CARD_KINDS**REPEAT_K
 
 
-class Winnower(msgspec.Struct):
+class Winnower(msgspec.Struct, gc=False):  # gc=False, tuples: a shoe's state (core/table.py)
     """Keeps the minimum of every W consecutive K-card runs (winnowing), as cards come.
 
     A run is fingerprinted exactly, as a base-52 number of its K cards, so two runs share a
     fingerprint only when they are the same cards in the same order.
     """
 
-    recent_cards: list[str] = []
+    recent_cards: tuple[str, ...] = ()
     run: int = 0  # the last K cards as a base-52 number
-    recent_hashes: list[int] = []
-    selected: list[int] = []
+    recent_hashes: tuple[int, ...] = ()
+    selected: tuple[int, ...] = ()
 
     def add(self, card: str) -> int | None:
         """Take the next card out of the shoe; return a newly selected fingerprint, if any."""
         self.run = run = (self.run * _CARD_KINDS + CARD_NUMBER[card]) % _RUN_SPAN
-        cards = self.recent_cards
-        cards.append(card)
-        if len(cards) > REPEAT_K:
-            del cards[0]
-        elif len(cards) < REPEAT_K:
+        self.recent_cards = cards = (*self.recent_cards, card)[-REPEAT_K:]
+        if len(cards) < REPEAT_K:
             return None
-        hashes = self.recent_hashes
-        hashes.append(run)
-        if len(hashes) > REPEAT_W:
-            del hashes[0]
-        elif len(hashes) < REPEAT_W:
+        self.recent_hashes = hashes = (*self.recent_hashes, run)[-REPEAT_W:]
+        if len(hashes) < REPEAT_W:
             return None
         smallest = min(hashes)
         selected = self.selected
         if selected and selected[-1] == smallest:
             return None
-        selected.append(smallest)
+        self.selected = (*selected, smallest)
         return smallest

@@ -54,32 +54,32 @@ class RoundWatch(msgspec.Struct, gc=False):  # gc=False: as the round it holds (
     waiting_settlements: tuple[SettlementEvent, ...] = ()  # until the table stream ends the round
 
 
-class ShoeWatch(msgspec.Struct):
+class ShoeWatch(msgspec.Struct, gc=False):  # gc=False, tuples: a table's state (core/table.py)
     """A shoe as both streams tell of it (the table stream may mention it, in a burn or a round,
     before the shoe stream has started it), and the pattern detectors' view of it."""
 
     shoe: Shoe
     start_burn_checked: bool = False
-    outcomes: list[int] = msgspec.field(default_factory=lambda: [0, 0, 0])  # Banker, Player, Tie of its checked, non-demo rounds
+    outcomes: tuple[int, ...] = (0, 0, 0)  # Banker, Player, Tie of its checked, non-demo rounds
     winnower: patterns.Winnower = msgspec.field(default_factory=patterns.Winnower)
     repeat_flagged: bool = False
     finalized: bool = False
 
 
-class TableState(msgspec.Struct):
+class TableState(msgspec.Struct, gc=False):  # gc=False, tuples: a table's state (core/table.py)
     table_id: str
     shoes: dict[str, ShoeWatch] = {}
-    shoe_order: list[str] = []  # in the order first heard of
-    finished_shoes: list[str] = []  # recently finalized, so late events do not bring them back
+    shoe_order: tuple[str, ...] = ()  # in the order first heard of
+    finished_shoes: tuple[str, ...] = ()  # recently finalized, so late events do not bring them back
     table_shoe: str | None = None  # the shoe of the latest round.opened
     rounds: dict[str, RoundWatch] = {}
-    round_order: list[str] = []
+    round_order: tuple[str, ...] = ()
     current_round: str | None = None
-    unchecked: list[str] = []  # completed rounds waiting for the shoe stream, in order
+    unchecked: tuple[str, ...] = ()  # completed rounds waiting for the shoe stream, in order
     settlement_seen: bool = False
-    orphan_settlements: list[SettlementEvent] = []  # for rounds the table stream has not opened (yet)
-    earlier_fingerprints: list[list[int]] = []  # winnowed runs of earlier shoes, newest last
-    shoe_outcome_history: list[list[int]] = []  # Banker/Player/Tie counts of earlier shoes
+    orphan_settlements: tuple[SettlementEvent, ...] = ()  # for rounds the table stream has not opened (yet)
+    earlier_fingerprints: tuple[tuple[int, ...], ...] = ()  # winnowed runs of earlier shoes, newest last
+    shoe_outcome_history: tuple[tuple[int, ...], ...] = ()  # Banker/Player/Tie counts of earlier shoes
     drift_tests: int = 0
     # Digests (id_digest) of the ids of the table's last RECENT_IDS events, end to end: a ring once
     # full, its oldest at recent_next, written over in place rather than the 8 KB copied for every
@@ -237,8 +237,8 @@ class TableWatch:
         if time is not None:
             for round_id in self.state.unchecked:
                 self._check_round(self._kept_round(round_id), time)
-            self.state.unchecked = []
-            for shoe_id in list(self.state.shoe_order):
+            self.state.unchecked = ()
+            for shoe_id in self.state.shoe_order:
                 watched = self.state.shoes[shoe_id]
                 if watched.shoe.ended:
                     self._finalize_shoe(watched, time)
@@ -248,7 +248,7 @@ class TableWatch:
                 finding = rules.paid_unopened_round(orphan.round_id, bet_id, msgspec.to_builtins(orphan), getattr(orphan, "amount", 0))
                 context = Context(self.state.table_id, f"round:{orphan.round_id}:unknown:{bet_id or ''}", round_id=orphan.round_id)
                 self._raise(finding, context, time)
-            self.state.orphan_settlements = []
+            self.state.orphan_settlements = ()
         return self._take()
 
     def _take(self) -> tuple[list[Raised], list[Fact]]:
@@ -293,7 +293,7 @@ class TableWatch:
         watched = self.state.shoes.get(shoe_id)
         if watched is None and shoe_id not in self.state.finished_shoes:
             watched = self.state.shoes[shoe_id] = ShoeWatch(Shoe(shoe_id))
-            self.state.shoe_order.append(shoe_id)
+            self.state.shoe_order += (shoe_id,)
         return watched
 
     def _table_stream_left(self, shoe_id: str) -> bool:
@@ -373,15 +373,15 @@ class TableWatch:
         self.touched.add(d.round_id)
         for bet in dropped:  # withdrawn before the round opened
             self._check_tie_change(rnd, bet, None, event.time)
-        self.state.round_order.append(d.round_id)
+        self.state.round_order += (d.round_id,)
         if self.state.orphan_settlements:
             watched.waiting_settlements = tuple(o for o in self.state.orphan_settlements if o.data.round_id == d.round_id)
-            self.state.orphan_settlements = [o for o in self.state.orphan_settlements if o.data.round_id != d.round_id]
+            self.state.orphan_settlements = tuple(o for o in self.state.orphan_settlements if o.data.round_id != d.round_id)
         self.state.current_round = d.round_id
         shoe = self._shoe(d.shoe_id)
         if self.state.table_shoe != d.shoe_id:
             self.state.table_shoe = d.shoe_id
-            for shoe_id in list(self.state.shoe_order):
+            for shoe_id in self.state.shoe_order:
                 earlier = self.state.shoes[shoe_id]
                 if earlier.shoe.ended and self._table_stream_left(shoe_id):
                     self._finalize_shoe(earlier, event.time)
@@ -481,7 +481,7 @@ class TableWatch:
             RoundResult(d.player_total, d.banker_total, d.outcome, d.player_pair, d.banker_pair),
             d.squeezed_by,
         )
-        self.state.unchecked.append(rnd.round_id)
+        self.state.unchecked += (rnd.round_id,)
         shoe = self._shoe(rnd.shoe_id)
         for placed in shoe.shoe.place(rnd) if shoe is not None else ():  # the table stream's own account of the cards
             placed.evidence["stake"] = rnd.staked()
@@ -506,7 +506,7 @@ class TableWatch:
             None if d.player is None else [HandCard(c.index, c.card) for c in d.player],
             None if d.banker is None else [HandCard(c.index, c.card) for c in d.banker],
         )
-        self.state.unchecked.append(d.round_id)  # judged once the shoe stream has its cards
+        self.state.unchecked += (d.round_id,)  # judged once the shoe stream has its cards
         self._check_ready_rounds(event.time)
         self._settle_waiting(watched, event.time)
 
@@ -514,13 +514,12 @@ class TableWatch:
 
     def _check_ready_rounds(self, time: datetime) -> None:
         """Check, in order, the completed rounds whose cards the shoe stream has all read."""
-        waiting = self.state.unchecked
-        while waiting:
-            watched = self._kept_round(waiting[0])
+        while self.state.unchecked:
+            watched = self._kept_round(self.state.unchecked[0])
             shoe = self.state.shoes.get(watched.round.shoe_id)
             if shoe is not None and not shoe.shoe.has_cards_of(watched.round):
                 return
-            waiting.pop(0)
+            self.state.unchecked = self.state.unchecked[1:]
             self._check_round(watched, time)
 
     def _check_round(self, watched: RoundWatch, time: datetime) -> None:
@@ -549,7 +548,8 @@ class TableWatch:
         if not rnd.demo:
             self.facts.append(DealerRound(rnd.dealer_id, self.state.table_id, rnd.round_id, errors, time))
             if shoe is not None:
-                shoe.outcomes[patterns.OUTCOME_INDEX[declared.outcome]] += 1
+                won = patterns.OUTCOME_INDEX[declared.outcome]
+                shoe.outcomes = tuple(count + (kind == won) for kind, count in enumerate(shoe.outcomes))
 
     def _check_start_burn(self, watched: ShoeWatch, rnd: Round, time: datetime) -> None:
         finding = watched.shoe.check_start_burn(self._profile(rnd).burn)
@@ -564,17 +564,16 @@ class TableWatch:
         watched.finalized = True
         shoe = watched.shoe
         for round_id in [r for r in self.state.unchecked if self.state.rounds[r].round.shoe_id == shoe.shoe_id]:
-            self.state.unchecked.remove(round_id)
+            self.state.unchecked = tuple(r for r in self.state.unchecked if r != round_id)
             self._check_round(self._kept_round(round_id), time)
         for finding in shoe.unaccounted(up_to=shoe.last_index):
             context = Context(self.state.table_id, f"shoe:{shoe.shoe_id}:{finding.evidence['index']}", shoe_id=shoe.shoe_id)
             self._raise(finding, context, time)
         self._drift(watched, time)
-        self.state.earlier_fingerprints.append(list(watched.winnower.selected))
-        del self.state.earlier_fingerprints[: -patterns.REPEAT_SHOES_KEPT]
+        self.state.earlier_fingerprints = (*self.state.earlier_fingerprints, watched.winnower.selected)[-patterns.REPEAT_SHOES_KEPT :]
         del self.state.shoes[shoe.shoe_id]
-        self.state.shoe_order.remove(shoe.shoe_id)
-        self.state.finished_shoes = [*self.state.finished_shoes[-7:], shoe.shoe_id]
+        self.state.shoe_order = tuple(s for s in self.state.shoe_order if s != shoe.shoe_id)
+        self.state.finished_shoes = (*self.state.finished_shoes[-7:], shoe.shoe_id)
 
     # ---- patterns at the table ----------------------------------------------------------------
 
@@ -600,10 +599,8 @@ class TableWatch:
                 return
 
     def _drift(self, watched: ShoeWatch, time: datetime) -> None:
-        history = self.state.shoe_outcome_history
-        history.append(list(watched.outcomes))
-        del history[: -patterns.DRIFT_TABLE_SHOES]
-        window = [sum(counts[i] for counts in history) for i in range(3)]
+        self.state.shoe_outcome_history = history = (*self.state.shoe_outcome_history, watched.outcomes)[-patterns.DRIFT_TABLE_SHOES :]
+        window = tuple(sum(counts[i] for counts in history) for i in range(3))
         shoe_id = watched.shoe.shoe_id
         tests = [(f"shoe:{shoe_id}", watched.outcomes)]
         if len(history) > 1:  # with one shoe the window is that shoe
@@ -643,7 +640,7 @@ class TableWatch:
         self.state.settlement_seen = True
         watched = self._round(event.data.round_id)
         if watched is None:
-            self.state.orphan_settlements.append(event)
+            self.state.orphan_settlements += (event,)
             return
         watched.waiting_settlements = (*watched.waiting_settlements, event)
         self._settle_waiting(watched, event.time)
@@ -712,9 +709,11 @@ class TableWatch:
                 and oldest.checked
                 and (oldest.settled or not self.state.settlement_seen or len(order) > 4 * RECENT_ROUNDS)
             ):
-                del self.state.rounds[order.pop(0)]
+                del self.state.rounds[order[0]]
+                order = order[1:]
             else:
                 break
+        self.state.round_order = order
 
 
 _HANDLERS: dict[type[models.Event], Callable[[TableWatch, Any], None]] = {
