@@ -563,8 +563,9 @@ class TableWatch:
             return
         watched.finalized = True
         shoe = watched.shoe
-        for round_id in [r for r in self.state.unchecked if self.state.rounds[r].round.shoe_id == shoe.shoe_id]:
-            self.state.unchecked = tuple(r for r in self.state.unchecked if r != round_id)
+        of_shoe = [r for r in self.state.unchecked if self.state.rounds[r].round.shoe_id == shoe.shoe_id]
+        self.state.unchecked = tuple(r for r in self.state.unchecked if r not in of_shoe)
+        for round_id in of_shoe:
             self._check_round(self._kept_round(round_id), time)
         for finding in shoe.unaccounted(up_to=shoe.last_index):
             context = Context(self.state.table_id, f"shoe:{shoe.shoe_id}:{finding.evidence['index']}", shoe_id=shoe.shoe_id)
