@@ -29,6 +29,18 @@ from surveil.runtime.config import Settings
 from table_values import replayed
 
 
+def shoe_lines(log: Path | None, tables: int, share: float) -> list[bytes]:
+    """The first ``share`` of the lines of ``log``, or of a log of ``tables`` tables and one shoe,
+    made if missing."""
+    path = log or Path(f"/tmp/bench-gc-{tables}x1-s1.jsonl")
+    if not path.exists():
+        make_log(path, tables, 1, 1, 6)
+    lines = [line for line in lines_of(path) if line.strip()]
+    lines = lines[: int(len(lines) * share)]
+    print(f"log: {path}, replaying its first {len(lines):,} events; load average {load_average()}", flush=True)
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tables", type=int, default=1000, help="tables of the log made when --log is missing (one shoe)")
@@ -36,12 +48,7 @@ def main() -> None:
     parser.add_argument("--share", type=float, default=0.6, help="the share of the log replayed: how far into the shoe")
     parser.add_argument("--repeat", type=int, default=5, help="full collections timed")
     args = parser.parse_args()
-    path = args.log or Path(f"/tmp/bench-gc-{args.tables}x1-s1.jsonl")
-    if not path.exists():
-        make_log(path, args.tables, 1, 1, 6)
-    lines = [line for line in lines_of(path) if line.strip()]
-    lines = lines[: int(len(lines) * args.share)]
-    print(f"log: {path}, replaying its first {len(lines):,} events; load average {load_average()}", flush=True)
+    lines = shoe_lines(args.log, args.tables, args.share)
     from surveil.anomaly_detection import app  # noqa: F401  (imported before the freeze: start-up, not state)
 
     gc.collect()

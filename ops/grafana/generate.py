@@ -779,6 +779,13 @@ def pipeline_health() -> Json:
             Query(f"sum by (job) (rate(surveil_gc_pause_seconds_sum{{{SERVICE_JOBS}}}[5m]))", "{{job}}"),
             unit="percentunit",
         ),
+        timeseries(
+            "Detectors' tables decoded per second",
+            "Tables' values each detectors' worker decoded from its store for an event (surveil_detection_tables_decoded_total): "
+            "each table once after a start or a rebalance; a steady rate is a worker holding more tables than WATCH_CACHE_TABLES.",
+            Query('sum by (instance) (rate(surveil_detection_tables_decoded_total{job="anomaly-detection"}[5m]))', "{{instance}}"),
+            unit="ops",
+        ),
     ]
     return dashboard(
         "surveil-pipeline",

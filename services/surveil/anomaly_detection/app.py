@@ -249,11 +249,13 @@ _changed: dict[bytes, TableValue] = {}
 # encoding them. A table changed otherwise (an alert back to its chain) has every part compared.
 _touched: dict[bytes, set[str]] = {}
 _changed_charts: dict[bytes, ChartValue] = {}
-# The TableValue this worker last wrote per table, with the value it wrote: decoding a table's value
-# (its shoes, recent rounds and outbox: tens of KB by mid-shoe) was the largest cost of an event,
-# and the value read back is, but for a restore or a rebalance, the one this worker wrote. At most
-# WATCH_CACHE_TABLES tables (least recently used out): a few hundred KB each as Python objects.
-WATCH_CACHE_TABLES = int(os.environ.get("WATCH_CACHE_TABLES", "2000"))
+# The TableValue this worker last wrote per table, with the value it wrote: decoding a table's
+# value (its head and parts, some 0.2 ms by a third of a shoe) would be the largest cost of an
+# event, and the value read back is, but for a restore or a rebalance, the one this worker wrote.
+# At most WATCH_CACHE_TABLES tables (the least recently written out), some 80 KB each as Python
+# objects by a third of a shoe. Fewer than the tables a worker holds, and every table not written
+# in its last few commits is decoded again (surveil_detection_tables_decoded_total).
+WATCH_CACHE_TABLES = int(os.environ.get("WATCH_CACHE_TABLES", "4000"))
 _written: OrderedDict[bytes, tuple[bytes, TableValue]] = OrderedDict()
 # Versions of parts a recovered changelog holds that no head names (a commit cut short, a table's
 # earlier writer's), with their partition and when a commit may delete them: once no worker can
@@ -464,7 +466,10 @@ def _watch_of(key: bytes, table_id: str) -> TableValue:
     stored = watch_table.get(key)
     if cached is not None and stored is cached[0]:
         return cached[1]
-    return stored_table(key) if stored else TableValue(TableState(table_id))
+    if not stored:
+        return TableValue(TableState(table_id))
+    metrics.TABLES_DECODED.inc()
+    return stored_table(key)
 
 
 def stored_table(key: bytes) -> TableValue:

@@ -22,6 +22,7 @@ __all__ = [
     "QUEUE_LATENCY",
     "ROUNDS_CHECKED",
     "ROUND_OUTCOMES",
+    "TABLES_DECODED",
     "TABLE_ALERTS",
     "TABLE_LAST_EVENT",
     "TABLE_SHOE_IN_PLAY",
@@ -81,6 +82,11 @@ OUTPUTS_DROPPED = Counter(
     "Outputs (alerts, facts, dead letters) dropped from a table's or chart's outbox, at its bound of 256, before their events "
     "were known committed: were the worker to crash now, a redelivered event would not publish them again. Commits are stalled, "
     "or a table's events come faster than 256 outputs a commit interval.",
+)
+TABLES_DECODED = Counter(
+    "surveil_detection_tables_decoded_total",
+    "Tables' values decoded from the worker's store for an event, not found among the WATCH_CACHE_TABLES it last wrote: "
+    "each table once after a start or a rebalance, and steadily if the worker holds more tables than that.",
 )
 COMMIT_SECONDS = Histogram(
     "surveil_detection_commit_seconds",

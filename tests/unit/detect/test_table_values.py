@@ -155,6 +155,29 @@ def test_an_outbox_past_its_bound_counts_exactly_the_outputs_it_dropped(app: Any
     assert dropped() == before + 4 and len(outbox.outputs) == app.RECENT_OUTPUTS
 
 
+def test_a_table_is_decoded_only_when_the_worker_no_longer_holds_what_it_wrote(
+    app: Any, floor: list[m.Event], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from prometheus_client import REGISTRY
+
+    def decoded() -> float:
+        return REGISTRY.get_sample_value("surveil_detection_tables_decoded_total") or 0.0
+
+    offsets: Counter[str] = Counter()
+    before = decoded()
+    feed(app, floor[:200], offsets)
+    app.stage_changed(assigned(app), {})
+    feed(app, floor[200:210], offsets)  # the table as this worker wrote it: no decoding
+    assert decoded() == before
+    monkeypatch.setattr(app, "WATCH_CACHE_TABLES", 0)  # a worker holding more tables than it keeps
+    app.stage_changed(assigned(app), {})
+    feed(app, floor[210:220], offsets)  # decoded for the first event, then changed in memory until the commit
+    assert decoded() == before + 1
+    app.stage_changed(assigned(app), {})
+    feed(app, floor[220:221], offsets)
+    assert decoded() == before + 2
+
+
 def test_an_event_delivered_again_after_the_commit_publishes_the_same_outputs(app: Any, floor: list[m.Event]) -> None:
     offsets: Counter[str] = Counter()
     table_id = floor[0].subject
