@@ -187,12 +187,20 @@ def _carried(bet: Bet) -> Bet:
     return Bet(bet.bet_id, bet.patron_id, bet.seat, bet.spot, bet.amount, carried=(bet.spot, bet.amount))
 
 
-class Shoe(msgspec.Struct, omit_defaults=True, gc=False):
+# A shoe stored before ``placed_rounds`` named each card's round in ``placed``: that field is now
+# ``legacy_placed``, folded into the two when such a shoe is decoded.
+_SHOE_FIELD_NAMES = {"placed": "placed_at", "legacy_placed": "placed"}
+
+
+class Shoe(msgspec.Struct, omit_defaults=True, gc=False, rename=_SHOE_FIELD_NAMES):
     """A shoe as the table's devices tell of it: what it holds (Art. 1), each card read as it left
     (by its 1-based index, burns included), the cut card, and where each card went: burned or
     placed in a hand, and in which round. ``accounted_upto``: every card up to that index has been
     judged (burned, dealt, or reported as neither); a round's check judges every card up to its
-    last, so which cards were dealt need not be kept."""
+    last, so which cards were dealt need not be kept.
+
+    A card placed names its round by the round's place in ``placed_rounds``: a round's id once,
+    not once a card, as the detectors write a table's shoe at every commit."""
 
     shoe_id: str
     started: bool = False
@@ -204,12 +212,21 @@ class Shoe(msgspec.Struct, omit_defaults=True, gc=False):
     ended: bool = False
     cut_index: int | None = None  # cards out before the cut card
     burned: dict[int, str] = {}  # index -> round id ("" at the shoe's start)
-    placed: dict[int, str] = {}  # index -> round id, as the table stream completes the rounds
+    placed: dict[int, int] = {}  # index -> its round's place in placed_rounds, as the table stream completes the rounds
+    placed_rounds: tuple[str, ...] = ()  # the ids of the rounds whose cards were placed, in that order
     accounted_upto: int = 0
     round_spans: tuple[tuple[int, int], ...] = ()  # the first and last hand index of each round judged
     exposed: tuple[int, ...] = ()  # indices of the cards that came out face up (Art. 4)
     demo_rounds: int = 0
     real_rounds: int = 0  # rounds opened that were not demonstrations
+    legacy_placed: dict[int, str] = {}  # index -> round id, as a shoe was stored before placed_rounds
+
+    def __post_init__(self) -> None:
+        for index, round_id in self.legacy_placed.items():  # in the order the cards were placed
+            if round_id not in self.placed_rounds[-1:]:
+                self.placed_rounds += (round_id,)
+            self.placed[index] = len(self.placed_rounds) - 1
+        self.legacy_placed = {}
 
     def start(self, decks: int, automatic: bool) -> bool:
         """The shoe's start (Art. 1-2); False when it had started already."""
@@ -296,16 +313,16 @@ class Shoe(msgspec.Struct, omit_defaults=True, gc=False):
                 if index in held:
                     before = {"where": f"{held[index]} hand", "round_id": rnd.round_id}
                 elif index in self.placed:
-                    before = {"where": "an earlier round", "round_id": self.placed[index]}
+                    before = {"where": "an earlier round", "round_id": self.placed_rounds[self.placed[index]]}
                 elif index in self.burned:
                     before = {"where": "burned", "round_id": self.burned[index] or None}
                 else:
                     held[index] = hand
                     continue
                 found.append(_reused(rnd, hand, dealt, before))
-        for index in held:
-            self.placed.setdefault(index, rnd.round_id)
-        if held:
+        if held:  # none of them placed before
+            self.placed.update(dict.fromkeys(held, len(self.placed_rounds)))
+            self.placed_rounds += (rnd.round_id,)
             first, last = min(held), max(held)
             inside = sorted(i for i in self.burned if first < i < last and i not in held)
             if inside:

@@ -260,7 +260,7 @@ def test_art2_8_a_shoe_index_in_two_hands_in_two_rounds_or_burned_then_dealt_is_
     shoe.burn([1, 2], round_id=None)
     first = dealt(round_with(), [(3, "2C"), (5, "2C")], [(4, "3D"), (6, "3D")], RoundResult(4, 6, Outcome.BANKER, False, False))
     assert shoe.place(first) == []
-    assert shoe.placed == {3: first.round_id, 4: first.round_id, 5: first.round_id, 6: first.round_id}
+    assert (shoe.placed, shoe.placed_rounds) == ({3: 0, 4: 0, 5: 0, 6: 0}, (first.round_id,))
     again = dealt(round_with(), [(2, "9S"), (7, "2C")], [(5, "2C"), (8, "3D")], RoundResult(1, 5, Outcome.BANKER, False, False))
     again.round_id = "T01:S1:2"
     burned, earlier = shoe.place(again)
@@ -271,6 +271,36 @@ def test_art2_8_a_shoe_index_in_two_hands_in_two_rounds_or_burned_then_dealt_is_
     both = dealt(round_with(), [(9, "9H"), (11, "KD")], [(10, "8C"), (11, "KD")], RoundResult(9, 8, Outcome.PLAYER, False, False))
     [twice] = shoe.place(both)
     assert twice.evidence["first"] == {"where": "player hand", "round_id": both.round_id} and twice.evidence["hand"] == "banker"
+
+
+def test_a_stored_shoe_names_each_rounds_id_once_and_one_stored_before_reads_back_the_same() -> None:
+    """The detectors write a table's shoe at every commit: a card placed names its round by the
+    round's place among the rounds placed, not by its id. A shoe stored before that, with each
+    card's round id, reads back finding the same card reused in the same earlier round."""
+    shoe = started_shoe()
+    rounds = []
+    for number in range(1, 4):
+        rnd = dealt(
+            round_with(),
+            [(4 * number - 3, "2C"), (4 * number - 1, "2C")],
+            [(4 * number - 2, "3D"), (4 * number, "3D")],
+            RoundResult(4, 6, Outcome.BANKER, False, False),
+        )
+        rnd.round_id = f"T01:S1:{number}"
+        assert shoe.place(rnd) == []
+        rounds.append(rnd.round_id)
+    stored = msgspec.msgpack.encode(shoe)
+    assert [stored.count(round_id.encode()) for round_id in rounds] == [1, 1, 1]
+    before = msgspec.to_builtins(shoe)
+    del before["placed_at"], before["placed_rounds"]
+    before["placed"] = {index: rounds[(index - 1) // 4] for index in range(1, 13)}
+    for read in (msgspec.msgpack.decode(stored, type=Shoe), msgspec.msgpack.decode(msgspec.msgpack.encode(before), type=Shoe)):
+        assert (read.placed, read.placed_rounds, read.legacy_placed) == (shoe.placed, shoe.placed_rounds, {})
+        again = dealt(round_with(), [(13, "2C"), (6, "3D")], [(14, "3D"), (15, "2C")], RoundResult(4, 6, Outcome.BANKER, False, False))
+        again.round_id = "T01:S1:4"
+        [reused] = read.place(again)
+        assert reused.evidence["first"] == {"where": "an earlier round", "round_id": "T01:S1:2"}
+        assert read.placed_rounds == (*rounds, "T01:S1:4") and read.placed[15] == 3
 
 
 def test_art8_a_burn_between_a_rounds_first_and_last_card_is_burn_mid_round() -> None:
