@@ -227,6 +227,8 @@ class Shoe(msgspec.Struct, omit_defaults=True, gc=False, rename=_SHOE_FIELD_NAME
                 self.placed_rounds += (round_id,)
             self.placed[index] = len(self.placed_rounds) - 1
         self.legacy_placed = {}
+        if self.placed and not 0 <= min(self.placed.values()) <= max(self.placed.values()) < len(self.placed_rounds):
+            raise ValueError("a card placed in a round the shoe does not name")
 
     def start(self, decks: int, automatic: bool) -> bool:
         """The shoe's start (Art. 1-2); False when it had started already."""

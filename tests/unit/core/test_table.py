@@ -301,6 +301,11 @@ def test_a_stored_shoe_names_each_rounds_id_once_and_one_stored_before_reads_bac
         [reused] = read.place(again)
         assert reused.evidence["first"] == {"where": "an earlier round", "round_id": "T01:S1:2"}
         assert read.placed_rounds == (*rounds, "T01:S1:4") and read.placed[15] == 3
+    for ordinal in (3, -1):  # a card placed in a round the shoe does not name: refused, not misread
+        corrupt = msgspec.to_builtins(shoe)
+        corrupt["placed_at"][12] = ordinal
+        with pytest.raises(msgspec.ValidationError, match="a round the shoe does not name"):
+            msgspec.msgpack.decode(msgspec.msgpack.encode(corrupt), type=Shoe)
 
 
 def test_art8_a_burn_between_a_rounds_first_and_last_card_is_burn_mid_round() -> None:
