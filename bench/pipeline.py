@@ -31,7 +31,8 @@ simulator playing live into them. Three measurements:
 - ``full-speed``: T tables x S shoes played as fast as the reader and broker take them
   (``--pace 0``); events/s through every topic and every consumer group, and end to end (until
   the detectors have consumed everything).
-- Either with ``--instances 2``: two instances of each consumer service in its consumer group;
+- Either with ``--instances 2``: two instances of each consumer service in its consumer group
+  (``--instances anomaly-detection=2``: of that service only);
   which instance owned which partitions (``describe_consumer_groups``), and every table event,
   settlement and alert compared with the offline reference of the same floor (``--check``).
 
@@ -163,13 +164,18 @@ def percentile(values: list[float], share: float) -> float:
 # ---- the deployment ---------------------------------------------------------------------------
 
 
+def by_service(instances: int | Mapping[str, int]) -> dict[str, int]:
+    """Instances of each consumer service: ``instances`` of each, or as named (one of the others)."""
+    return {service: instances for service in CONSUMERS} if isinstance(instances, int) else dict(instances)
+
+
 @dataclass
 class Pipeline:
     """Topics, Redis keys, principals and the services of one measurement."""
 
     bootstrap: str
     redis_url: str
-    instances: int = 1  # of each consumer service (the shoe-reader is one: the devices connect to it)
+    instances: int | Mapping[str, int] = 1  # of each consumer service, or by service (the shoe-reader is one: the devices connect to it)
     services: tuple[str, ...] = SERVICES
     partitions: int = field(default_factory=partitions_from_env)
     tag: str = field(default_factory=lambda: f"bench-pipeline-{uuid.uuid4().hex[:8]}")
@@ -180,6 +186,7 @@ class Pipeline:
     access: PrefixAccess | None = None
 
     def __post_init__(self) -> None:
+        self.counts = by_service(self.instances)
         self.prefix = self.tag + "."
         self.logs = Path(tempfile.mkdtemp(prefix=self.tag + "-"))
         self.device_keys = str(self.logs / "device-keys")  # the devices sign, the services check (DEVICE_KEYS)
@@ -187,9 +194,10 @@ class Pipeline:
         generate(self.logs / "alert-signing")  # the detectors sign their alerts (ALERT_SIGNING_KEY)
 
     def instance_names(self, service: str) -> list[str]:
-        if service == "shoe-reader" or self.instances == 1:
+        count = self.counts.get(service, 1)
+        if count == 1:
             return [service]
-        return [f"{service}-{n}" for n in range(1, self.instances + 1)]
+        return [f"{service}-{n}" for n in range(1, count + 1)]
 
     def __enter__(self) -> Pipeline:
         retrying("creating the topics", lambda: create_topics(self.bootstrap, [self.prefix + t for t in ALL_TOPICS], self.partitions))
@@ -247,7 +255,9 @@ class Pipeline:
         while groups:
             self.check_alive()
             owners = self.assignments()
-            if all(len(owners.get(g, {})) == self.instances and sum(map(len, owners[g].values())) >= self.partitions for g in groups):
+            if all(
+                len(owners.get(g, {})) == self.counts.get(g, 1) and sum(map(len, owners[g].values())) >= self.partitions for g in groups
+            ):
                 return
             if time.monotonic() > deadline:
                 raise TimeoutError(f"consumer groups not ready: {owners}; logs in {self.logs}")
@@ -690,7 +700,7 @@ class LiveSpec:
 
     tables: int
     seconds: float
-    instances: int = 1
+    instances: int | Mapping[str, int] = 1
     per_table: int = 4  # injected irregularities a table
     lead: float | None = None  # seconds from the start to the floor's first action (generating)
     seed: int = 1
@@ -1032,7 +1042,7 @@ def settled(offsets: Offsets, pipeline: Pipeline, quiet: float = 10.0) -> float:
 
 
 def full_speed(
-    bootstrap: str, redis_url: str, tables: int, shoes: int, instances: int, seed: int, check: bool, per_table: int
+    bootstrap: str, redis_url: str, tables: int, shoes: int, instances: int | Mapping[str, int], seed: int, check: bool, per_table: int
 ) -> dict[str, Any]:
     inject = injections(tables, per_table)
     with Pipeline(bootstrap, redis_url, instances=instances) as pipeline:
@@ -1180,11 +1190,29 @@ def write_sweep(path: Path, results: list[dict[str, Any]]) -> None:
     partial.replace(path)
 
 
+def instance_counts(text: str) -> int | dict[str, int]:
+    """``--instances``: ``2`` (each consumer service), or ``anomaly-detection=2,settlement=2``."""
+    if "=" not in text:
+        return int(text)
+    counts = {}
+    for item in text.split(","):
+        service, _, count = item.partition("=")
+        if service not in CONSUMERS or not count.isdigit() or int(count) < 1:
+            raise argparse.ArgumentTypeError(f"{item!r}: SERVICE=N, SERVICE one of {', '.join(CONSUMERS)}")
+        counts[service] = int(count)
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bootstrap", default=os.environ.get("KAFKA_BOOTSTRAP", "127.0.0.1:9092"))
     parser.add_argument("--redis", default=os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0"))
-    parser.add_argument("--instances", type=int, default=1, help="instances of each consumer service (one consumer group each)")
+    parser.add_argument(
+        "--instances",
+        type=instance_counts,
+        default=1,
+        help="instances of each consumer service (one consumer group each): N, or SERVICE=N[,SERVICE=N] for those named",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, help="write the runs here, one JSON document (bench/plot_sweep.py reads it)")
     sub = parser.add_subparsers(dest="mode", required=True)

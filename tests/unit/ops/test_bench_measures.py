@@ -399,3 +399,22 @@ def test_the_floors_records_made_ahead_are_what_its_publisher_would_send_signed_
     assert counters == sorted(set(counters))
     with pytest.raises(RuntimeError, match="out of order"):
         floor_producer.made_ahead(actions, publisher, keys)[1].publish(inputs[1])
+
+
+def test_instances_are_counted_for_every_consumer_service_or_by_service() -> None:
+    import argparse
+
+    assert pipeline.instance_counts("2") == 2
+    assert pipeline.instance_counts("anomaly-detection=2,settlement=3") == {"anomaly-detection": 2, "settlement": 3}
+    for wrong in ("shoe-reader=2", "anomaly-detection=0", "anomaly-detection=two"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            pipeline.instance_counts(wrong)
+    # A deployment's instance names, without deploying it (no topics, no processes).
+    every = object.__new__(pipeline.Pipeline)
+    every.counts = pipeline.by_service(2)
+    assert every.instance_names("settlement") == ["settlement-1", "settlement-2"]
+    assert every.instance_names("shoe-reader") == ["shoe-reader"]
+    detectors = object.__new__(pipeline.Pipeline)
+    detectors.counts = pipeline.by_service({"anomaly-detection": 2})
+    assert detectors.instance_names("anomaly-detection") == ["anomaly-detection-1", "anomaly-detection-2"]
+    assert detectors.instance_names("table-controller") == ["table-controller"]
