@@ -1193,14 +1193,20 @@ def write_sweep(path: Path, results: list[dict[str, Any]]) -> None:
 def instance_counts(text: str) -> int | dict[str, int]:
     """``--instances``: ``2`` (each consumer service), or ``anomaly-detection=2,settlement=2``."""
     if "=" not in text:
-        return int(text)
+        return _count(text, text)
     counts = {}
     for item in text.split(","):
         service, _, count = item.partition("=")
-        if service not in CONSUMERS or not count.isdigit() or int(count) < 1:
+        if service not in CONSUMERS:
             raise argparse.ArgumentTypeError(f"{item!r}: SERVICE=N, SERVICE one of {', '.join(CONSUMERS)}")
-        counts[service] = int(count)
+        counts[service] = _count(count, item)
     return counts
+
+
+def _count(text: str, given: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{given!r}: instances are a whole number, at least 1")
+    return int(text)
 
 
 def main() -> None:

@@ -7,6 +7,7 @@ readings into figures a round), and what bench/profile_summary.py reads in a pro
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import socket
@@ -402,11 +403,9 @@ def test_the_floors_records_made_ahead_are_what_its_publisher_would_send_signed_
 
 
 def test_instances_are_counted_for_every_consumer_service_or_by_service() -> None:
-    import argparse
-
     assert pipeline.instance_counts("2") == 2
     assert pipeline.instance_counts("anomaly-detection=2,settlement=3") == {"anomaly-detection": 2, "settlement": 3}
-    for wrong in ("shoe-reader=2", "anomaly-detection=0", "anomaly-detection=two"):
+    for wrong in ("0", "-1", "shoe-reader=2", "anomaly-detection=0", "anomaly-detection=two"):
         with pytest.raises(argparse.ArgumentTypeError):
             pipeline.instance_counts(wrong)
     # A deployment's instance names, without deploying it (no topics, no processes).
