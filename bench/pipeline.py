@@ -164,9 +164,11 @@ def percentile(values: list[float], share: float) -> float:
 # ---- the deployment ---------------------------------------------------------------------------
 
 
-def by_service(instances: int | Mapping[str, int]) -> dict[str, int]:
-    """Instances of each consumer service: ``instances`` of each, or as named (one of the others)."""
-    return {service: instances for service in CONSUMERS} if isinstance(instances, int) else dict(instances)
+def instance_names(service: str, instances: int | Mapping[str, int]) -> list[str]:
+    """The names of ``service``'s instances, ``instances`` of each consumer service or as named
+    (one of the others; the shoe-reader is one): the service's own name when one."""
+    count = (instances if isinstance(instances, int) else instances.get(service, 1)) if service in CONSUMERS else 1
+    return [service] if count == 1 else [f"{service}-{n}" for n in range(1, count + 1)]
 
 
 @dataclass
@@ -186,7 +188,6 @@ class Pipeline:
     access: PrefixAccess | None = None
 
     def __post_init__(self) -> None:
-        self.counts = by_service(self.instances)
         self.prefix = self.tag + "."
         self.logs = Path(tempfile.mkdtemp(prefix=self.tag + "-"))
         self.device_keys = str(self.logs / "device-keys")  # the devices sign, the services check (DEVICE_KEYS)
@@ -194,10 +195,7 @@ class Pipeline:
         generate(self.logs / "alert-signing")  # the detectors sign their alerts (ALERT_SIGNING_KEY)
 
     def instance_names(self, service: str) -> list[str]:
-        count = self.counts.get(service, 1)
-        if count == 1:
-            return [service]
-        return [f"{service}-{n}" for n in range(1, count + 1)]
+        return instance_names(service, self.instances)
 
     def __enter__(self) -> Pipeline:
         retrying("creating the topics", lambda: create_topics(self.bootstrap, [self.prefix + t for t in ALL_TOPICS], self.partitions))
@@ -256,7 +254,8 @@ class Pipeline:
             self.check_alive()
             owners = self.assignments()
             if all(
-                len(owners.get(g, {})) == self.counts.get(g, 1) and sum(map(len, owners[g].values())) >= self.partitions for g in groups
+                len(owners.get(g, {})) == len(self.instance_names(g)) and sum(map(len, owners[g].values())) >= self.partitions
+                for g in groups
             ):
                 return
             if time.monotonic() > deadline:

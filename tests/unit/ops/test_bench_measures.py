@@ -408,12 +408,8 @@ def test_instances_are_counted_for_every_consumer_service_or_by_service() -> Non
     for wrong in ("0", "-1", "shoe-reader=2", "anomaly-detection=0", "anomaly-detection=two"):
         with pytest.raises(argparse.ArgumentTypeError):
             pipeline.instance_counts(wrong)
-    # A deployment's instance names, without deploying it (no topics, no processes).
-    every = object.__new__(pipeline.Pipeline)
-    every.counts = pipeline.by_service(2)
-    assert every.instance_names("settlement") == ["settlement-1", "settlement-2"]
-    assert every.instance_names("shoe-reader") == ["shoe-reader"]
-    detectors = object.__new__(pipeline.Pipeline)
-    detectors.counts = pipeline.by_service({"anomaly-detection": 2})
-    assert detectors.instance_names("anomaly-detection") == ["anomaly-detection-1", "anomaly-detection-2"]
-    assert detectors.instance_names("table-controller") == ["table-controller"]
+    assert pipeline.instance_names("settlement", 2) == ["settlement-1", "settlement-2"]
+    assert pipeline.instance_names("shoe-reader", 2) == ["shoe-reader"]
+    detectors = {"anomaly-detection": 2}
+    assert pipeline.instance_names("anomaly-detection", detectors) == ["anomaly-detection-1", "anomaly-detection-2"]
+    assert pipeline.instance_names("table-controller", detectors) == ["table-controller"]
