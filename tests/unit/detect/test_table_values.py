@@ -21,6 +21,7 @@ from typing import Any
 import msgspec
 import pytest
 from faust.types import TP
+from prometheus_client import REGISTRY
 
 from surveil.anomaly_detection.parts import CARRIED, is_part, part_key
 from surveil.detect.watch import RECENT_ROUNDS
@@ -135,11 +136,14 @@ def test_a_commit_sends_many_tables_values_of_one_partition_in_one_batch(app: An
     assert batch.size() <= topics.MAX_RECORD_BYTES  # what the broker takes
 
 
-def test_an_outbox_past_its_bound_counts_exactly_the_outputs_it_dropped(app: Any) -> None:
-    from prometheus_client import REGISTRY
+def counted(counter: str) -> float:
+    """A counter of the worker's, as its registry holds it now (0 before its first count)."""
+    return REGISTRY.get_sample_value(counter) or 0.0
 
+
+def test_an_outbox_past_its_bound_counts_exactly_the_outputs_it_dropped(app: Any) -> None:
     def dropped() -> float:
-        return REGISTRY.get_sample_value("surveil_detection_outputs_dropped_total") or 0.0
+        return counted("surveil_detection_outputs_dropped_total")
 
     def outputs(offset: int, count: int) -> list[Any]:
         return [app.Output(f"shoe:{offset}", "alerts", b"T01", bytes([i])) for i in range(count)]
@@ -158,10 +162,8 @@ def test_an_outbox_past_its_bound_counts_exactly_the_outputs_it_dropped(app: Any
 def test_a_table_is_decoded_only_when_the_worker_no_longer_holds_what_it_wrote(
     app: Any, floor: list[m.Event], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from prometheus_client import REGISTRY
-
     def decoded() -> float:
-        return REGISTRY.get_sample_value("surveil_detection_tables_decoded_total") or 0.0
+        return counted("surveil_detection_tables_decoded_total")
 
     offsets: Counter[str] = Counter()
     before = decoded()
