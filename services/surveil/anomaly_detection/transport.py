@@ -45,6 +45,9 @@ that task's next update, so the commit would wait for good. (After a broker's ki
 consumer's task, aiokafka's ``_md_synchronizer``, ended on uvloop's RuntimeError for a write to
 a closed connection, which it does not catch, and a commit waited 300 s.) That write now raises
 aiokafka's own connection error (``_closed_connections_refuse_writes``), which the task catches.
+
+The worker (``Worker``) has no terminal spinner: faust's, run at WARNING or above, set the root
+logger to DEBUG, and every library's debug line became a record no handler wrote.
 """
 
 from __future__ import annotations
@@ -345,6 +348,16 @@ async def _nothing_before_commit(assigned: Set[TP], committed: Mapping[TP, int |
     pass
 
 
+class Worker(faust.Worker):
+    """faust's worker without its terminal spinner, which at a log level of WARNING or above set the
+    root logger to DEBUG, to spin at every line: every library's debug line was then made into a
+    record (aiokafka's for every request and fetch), for no one to read."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.spinner = None
+
+
 class App(faust.App):
     #: Awaited before each offset commit, with the assignment and the offsets faust last committed
     #: (or tried to: it flushed its producer first either way) or read from the broker: what must
@@ -359,6 +372,9 @@ class App(faust.App):
     #: Milliseconds a fetch waits at the broker for more records after one that brought some (0:
     #: each answered at its first record).
     fetch_gather_ms: int = 0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, Worker=Worker, **kwargs)
 
     def _new_transport(self) -> Any:
         return Transport(self.conf.broker_consumer, self)
