@@ -106,8 +106,8 @@ def producer_config(settings: Settings) -> dict[str, Any]:
 def partition_for(key: bytes, partitions: int) -> int:
     """The partition a keyed record goes to: kafka-python's default partitioner (murmur2, as
     Java's), which every producer of the keyed topics uses. Kept for the keys last asked (more
-    than a floor's tables): murmur2 in Python takes some 5 µs a key, and the services partition a
-    table's key at each of its events."""
+    than a floor's tables): murmur2 in Python takes 1.7 µs a key, and the detectors partition a
+    table's key at each of its events and at each commit that writes the table."""
     return int((murmur2(key) & 0x7FFFFFFF) % partitions)
 
 

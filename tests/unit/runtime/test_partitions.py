@@ -17,8 +17,9 @@ from surveil.settlement.processor import SettlementProcessor
 KEYS = [b"T01", b"table-0042", "百家乐-7".encode(), b"x" * 1024, b""]
 
 
-class _Producer:
-    """A producer that knows each topic's partition count, and counts how often it was asked."""
+class _Client:
+    """The runner's consumer and producer: the producer knows each topic's partition count, and
+    counts how often it was asked."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         self.asked: list[str] = []
@@ -31,7 +32,7 @@ class _Producer:
         return set(range({"a": 6, "b": 4}[topic]))
 
 
-def test_a_key_goes_where_murmur2_puts_it_asked_again_or_not() -> None:
+def test_a_key_goes_where_murmur2_puts_it_for_each_partition_count_asked_again_or_not() -> None:
     for _ in range(2):
         for key in KEYS:
             for partitions in (1, 4, 6):
@@ -48,7 +49,7 @@ def test_the_runner_asks_a_topics_partition_count_once_and_partitions_each_key_b
         log_level="CRITICAL",
         partitions=6,
     )
-    with mock.patch.object(runtime_kafka, "KafkaConsumer", _Producer), mock.patch.object(runtime_kafka, "KafkaProducer", _Producer):
+    with mock.patch.object(runtime_kafka, "KafkaConsumer", _Client), mock.patch.object(runtime_kafka, "KafkaProducer", _Client):
         runner = KafkaRunner(SettlementProcessor(), settings, MemoryBackend())
     for _ in range(3):
         for key in KEYS:
