@@ -28,7 +28,6 @@ from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from procstat import load_average, proc_cpu_seconds
-from surveil.runtime import logs
 from surveil.runtime.config import Settings, kafka_client_config
 
 WARM_UP_S = 20.0
@@ -59,7 +58,6 @@ def worker(topic: str, group: str, gather_ms: int, loop: str) -> None:
         consumer_auto_offset_reset="latest",
         broker_commit_interval=settings.commit_interval_ms / 1000,
         datadir=f"/tmp/{group}",
-        logging_config=logs.logging_config("faust-floor", "WARNING"),  # as the detectors': their loggers at their level, not debug
     )
     source = app.topic(topic, key_type=bytes, value_type=bytes)
 

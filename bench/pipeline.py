@@ -167,7 +167,12 @@ def percentile(values: list[float], share: float) -> float:
 def instance_names(service: str, instances: int | Mapping[str, int]) -> list[str]:
     """The names of ``service``'s instances, ``instances`` of each consumer service or as named
     (one of the others; the shoe-reader is one): the service's own name when one."""
-    count = (instances if isinstance(instances, int) else instances.get(service, 1)) if service in CONSUMERS else 1
+    if service not in CONSUMERS:
+        count = 1
+    elif isinstance(instances, int):
+        count = instances
+    else:
+        count = instances.get(service, 1)
     return [service] if count == 1 else [f"{service}-{n}" for n in range(1, count + 1)]
 
 
