@@ -35,9 +35,14 @@ The producer (``Producer``) has its client track every topic it sends to: aiokaf
 topic it knew but did not track from its metadata, and a batch waiting for that topic then never
 went out, nor did the commit waiting for it return.
 
+Commits are the timer's alone (``COMMIT_INTERVAL_MS``): faust's fetcher also committed each time
+10,000 more messages had been acked (``broker_commit_every``), and handed the streams nothing until
+that commit, or the timer's under way, was done: every 8 s at 3,000 tables, the events then held
+for as long as a commit takes.
+
 A commit is bounded (``App.commit_timeout``): nothing else bounds its waits but faust's 20-minute
-producer request timeout, and a worker whose commit hangs holds its streams back (faust's fetcher
-awaits the commit). Past the bound the worker crashes, as faust does when a send fails, to be
+producer request timeout, and a worker whose commit hangs reads on with nothing committed. Past
+the bound the worker crashes, as faust does when a send fails, to be
 restarted from its last commit; a slow commit is logged, and every commit's time is measured
 (``surveil_detection_commit_seconds``). A commit that waits on a consumer whose Kafka client has
 lost its metadata task stops the worker at once: every lookup of the group coordinator awaits
@@ -358,6 +363,10 @@ class Worker(faust.Worker):
         self.spinner = None
 
 
+# More acks than a worker makes: the fetcher never commits (the module's docstring).
+FETCHER_NEVER_COMMITS = 2**63 - 1
+
+
 class App(faust.App):
     #: Awaited before each offset commit, with the assignment and the offsets faust last committed
     #: (or tried to: it flushed its producer first either way) or read from the broker: what must
@@ -374,7 +383,7 @@ class App(faust.App):
     fetch_gather_ms: int = 0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, Worker=Worker, **kwargs)
+        super().__init__(*args, Worker=Worker, broker_commit_every=FETCHER_NEVER_COMMITS, **kwargs)
 
     def _new_transport(self) -> Any:
         return Transport(self.conf.broker_consumer, self)
