@@ -35,10 +35,10 @@ The producer (``Producer``) has its client track every topic it sends to: aiokaf
 topic it knew but did not track from its metadata, and a batch waiting for that topic then never
 went out, nor did the commit waiting for it return.
 
-Commits are the timer's alone (``COMMIT_INTERVAL_MS``): faust's fetcher also committed each time
-10,000 more messages had been acked (``broker_commit_every``), and handed the streams nothing until
-that commit, or the timer's under way, was done: every 8 s at 3,000 tables, the events then held
-for as long as a commit takes.
+Commits are the timer's alone (``COMMIT_INTERVAL_MS``). faust's fetcher also commits each time
+10,000 more messages have been acked (``broker_commit_every``), and hands the streams nothing until
+that commit, or the timer's under way, is done: every 8 s at 3,000 tables, the events held for as
+long as a commit takes.
 
 A commit is bounded (``App.commit_timeout``): nothing else bounds its waits but faust's 20-minute
 producer request timeout, and a worker whose commit hangs reads on with nothing committed. Past

@@ -16,7 +16,7 @@ from faust.types import TP, Message
 from surveil.anomaly_detection.transport import App
 
 PARTITION = TP("baccarat.table", 0)
-A_YEAR_OF_ACKS = 6_000 * 25 * 60 * 24 * 365 // 60  # 6,000 tables, 25 events a round, a round a minute
+A_YEAR_OF_ACKS = 6_000 * 25 * 60 * 24 * 365  # 6,000 tables, 25 events a round, a round a minute
 
 
 @pytest.fixture
@@ -63,6 +63,6 @@ def test_the_fetcher_never_commits_however_many_messages_were_acked(
 
 
 def test_fausts_own_fetcher_commits_past_its_count(loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the test above guards against, shown on faust's own app: the stand-ins are faust's."""
+    """The same stand-ins on faust's own app: its fetcher commits once 10,000 acks are counted."""
     app = faust.App("fetcher-commits-faust", broker="kafka://127.0.0.1:1", web_enabled=False, loop=loop)
     assert fetched(app, loop, monkeypatch, 10_000) == ([0, 1, 2], 1)
