@@ -42,8 +42,8 @@ long as a commit takes.
 
 A commit is bounded (``App.commit_timeout``): nothing else bounds its waits but faust's 20-minute
 producer request timeout, and a worker whose commit hangs reads on with nothing committed. Past
-the bound the worker crashes, as faust does when a send fails, to be
-restarted from its last commit; a slow commit is logged, and every commit's time is measured
+the bound the worker crashes, as faust does when a send fails, to be restarted from its last
+commit; a slow commit is logged, and every commit's time is measured
 (``surveil_detection_commit_seconds``). A commit that waits on a consumer whose Kafka client has
 lost its metadata task stops the worker at once: every lookup of the group coordinator awaits
 that task's next update, so the commit would wait for good. (After a broker's kill -9 the

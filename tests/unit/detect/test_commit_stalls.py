@@ -6,7 +6,6 @@ broker's kill -9, the worker waited 300 s). One that merely waits stops at its b
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -18,13 +17,6 @@ from surveil.anomaly_detection import transport
 from surveil.anomaly_detection.transport import App, CommitStalled, Consumer
 
 PARTITION = TP("baccarat.table", 0)
-
-
-@pytest.fixture
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
 
 
 def stalled_consumer(

@@ -6,7 +6,6 @@ often than before and the first record after a pause is not held."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -30,13 +29,6 @@ class Fetcher:
     async def _proc_fetch_request(self, assignment: Any, node_id: int, request: Any) -> bool:
         self.sent_with.append((self._fetch_min_bytes, self._fetch_max_wait_ms))
         return next(self.brought)
-
-
-@pytest.fixture
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
 
 
 def fetch(loop: asyncio.AbstractEventLoop, fetcher: Fetcher, times: int) -> list[bool]:

@@ -6,7 +6,7 @@ under way) took."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import faust
@@ -17,13 +17,6 @@ from surveil.anomaly_detection.transport import App
 
 PARTITION = TP("baccarat.table", 0)
 A_YEAR_OF_ACKS = 6_000 * 25 * 60 * 24 * 365  # 6,000 tables, 25 events a round, a round a minute
-
-
-@pytest.fixture
-def loop() -> Iterator[asyncio.AbstractEventLoop]:
-    loop = asyncio.new_event_loop()
-    yield loop
-    loop.close()
 
 
 def fetched(app: faust.App, loop: asyncio.AbstractEventLoop, monkeypatch: pytest.MonkeyPatch, acked: int) -> tuple[list[int], int]:
