@@ -124,10 +124,11 @@ RETRY_SECONDS = 120.0
 PACE = 50.0  # wall-clock seconds a round takes at a table: real pace (a busy baccarat table)
 SUSTAINED_SLOPE = 1.0  # events/s: a group whose lag grows faster over the window is not keeping up
 COMMITS, GC_PAUSES = "surveil_detection_commit_seconds", "surveil_gc_pause_seconds"
+SINCE_PUBLISHED = "surveil_detection_queue_latency_seconds"
 # The detectors' histograms a run reads, each by the label it is split by (none: all under "").
 HISTOGRAMS = {
     "surveil_detection_latency_seconds": "topic",
-    "surveil_detection_queue_latency_seconds": "topic",
+    SINCE_PUBLISHED: "topic",
     "surveil_alert_latency_seconds": "topic",
     COMMITS: "topic",
     GC_PAUSES: "generation",
@@ -326,10 +327,11 @@ class Pipeline:
             text: str = response.read().decode()
             return text
 
-    def histogram(self, metric: str) -> dict[str, dict[float, float]]:
-        """``metric``'s cumulative bucket counts by its label in ``HISTOGRAMS``, summed over the
-        anomaly-detection instances."""
-        return histogram_buckets((self.metrics_text(name) for name in self.instance_names("anomaly-detection")), metric, HISTOGRAMS[metric])
+    def histograms(self, metrics: Iterable[str]) -> dict[str, dict[str, dict[float, float]]]:
+        """Each of ``metrics``' cumulative bucket counts by its label in ``HISTOGRAMS``, summed over
+        the anomaly-detection instances, from one scrape of each (a scrape holds its event loop)."""
+        texts = [self.metrics_text(name) for name in self.instance_names("anomaly-detection")]
+        return {metric: histogram_buckets(texts, metric, HISTOGRAMS[metric]) for metric in metrics}
 
     def settings(self, principal: str) -> Settings:
         assert self.access is not None
@@ -354,6 +356,16 @@ def histogram_delta(
 ) -> dict[str, dict[float, float]]:
     """What each topic's buckets gained from ``before`` to ``after``."""
     return {topic: {le: count - before.get(topic, {}).get(le, 0.0) for le, count in buckets.items()} for topic, buckets in after.items()}
+
+
+def halves(
+    before: Mapping[str, Any], middle: Mapping[str, Any] | None, after: Mapping[str, Any], metric: str
+) -> list[dict[str, Any]] | None:
+    """``metric``'s latency summary over the window's first half and its second, from the
+    histograms scraped at its start, half-way (None: not reached) and its end."""
+    if middle is None:
+        return None
+    return [latency_summary(histogram_delta(later[metric], earlier[metric])) for earlier, later in ((before, middle), (middle, after))]
 
 
 def histogram_quantile(buckets: Mapping[float, float], share: float) -> float:
@@ -759,7 +771,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         idle_after, idle_span = cpu_seconds(idle_pids), time.time() - idle_from
         time.sleep(max(start + WARMUP_SECONDS - time.time(), 0))
         pipeline.check_alive()
-        before = {metric: pipeline.histogram(metric) for metric in HISTOGRAMS}
+        before = pipeline.histograms(HISTOGRAMS)
         # The broker's request meters (--broker-requests): its JMX port open from here to the window's
         # end; a reading is a JVM of its own (~1 s), so it comes before the CPU readings.
         requests = cleanup.enter_context(broker_requests.WindowCounts(stack.get("kafka"), say)) if spec.broker_requests else None
@@ -773,16 +785,18 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         if profiles:
             profiles.start(start + seconds - window_start)
         loads = [load_average()]
-        middle = None  # the commits' histogram half-way: do they take longer as the tables' state grows?
+        # Half-way: do the commits take longer as the tables' state grows, and does the detectors'
+        # tail (from a record's publication) grow, as it would with a backlog growing?
+        middle = None
         while time.time() < start + seconds:
             time.sleep(min(10, max(start + seconds - time.time(), 0)))
             loads.append(load_average())
             if middle is None and time.time() >= (window_start + start + seconds) / 2:
-                middle = pipeline.histogram(COMMITS)
+                middle = pipeline.histograms((COMMITS, SINCE_PUBLISHED))
             pipeline.check_alive()
             say(progress(tables, time.time() - window_start, start + seconds - window_start, offsets, loads[-1][0]))
         window_end = time.time()
-        after = {metric: pipeline.histogram(metric) for metric in before}
+        after = pipeline.histograms(before)
         cpu_after = cpu_seconds(measured)
         bench_cpu = time.process_time() - bench_cpu_before
         requests_after = requests.read() if requests and requests_before else None
@@ -830,7 +844,6 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
     found = {(a.subject, a.data.rule) for _, a in alerts.arrivals}
     missed = [label for label in played["labels"] if (label[0], label[1]) not in found]
     histograms = {metric: histogram_delta(after[metric], before[metric]) for metric in before}
-    commit_halves = [(before[COMMITS], middle), (middle, after[COMMITS])] if middle else []
     used = {name: cpu_after[name] - cpu_before[name] for name in cpu_after if name in cpu_before}
     cpu_ms = {name: 1000 * s / rounds for name, s in used.items()} if rounds else {}
     if cpu_ms:
@@ -858,10 +871,11 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         "sustained_bound_events_per_s": SUSTAINED_SLOPE,
         "drain_seconds": drained_at - window_end if drained_at else None,
         "detection_latency": latency_summary(histograms["surveil_detection_latency_seconds"]),
-        "detection_since_published": latency_summary(histograms["surveil_detection_queue_latency_seconds"]),
+        "detection_since_published": latency_summary(histograms[SINCE_PUBLISHED]),
+        "detection_since_published_halves": halves(before, middle, after, SINCE_PUBLISHED),
         "alert_latency_service": latency_summary(histograms["surveil_alert_latency_seconds"]),
         "detectors_commit": latency_summary(histograms[COMMITS]),
-        "detectors_commit_halves": [latency_summary(histogram_delta(later, earlier)) for earlier, later in commit_halves] or None,
+        "detectors_commit_halves": halves(before, middle, after, COMMITS),
         "detectors_gc_pauses": latency_summary(histograms[GC_PAUSES])["by_topic"],  # by generation
         "alert_latency_end_to_end": {
             "alerts": len(everything),
@@ -965,6 +979,15 @@ def summary(result: Mapping[str, Any]) -> str:
         f"  card read to alert: p50 {ms(e2e['p50'])}, p99 {ms(e2e['p99'])} over {e2e['alerts']} alerts; "
         f"{result['labels'] - result['labels_missed']} of {result['labels']} injected irregularities found",
         f"  detectors, event to processed: p99 {ms(detection['p99'])} ({100 * detection['within_100ms']:.0f} % within 100 ms)",
+        "  detectors, from a record's publication to processed: "
+        + ", ".join(
+            f"{half} p50 {ms(figures['p50'])}, p99 {ms(figures['p99'])}"
+            for half, figures in zip(
+                ("whole window", "first half", "second half"),
+                (result["detection_since_published"], *(result.get("detection_since_published_halves") or ())),
+            )
+        )
+        + " (a backlog growing shows as the second half's p50 above the first's)",
         f"  detectors' commits (changelog written, offsets committed): {commits['count']:.0f}, "
         f"p50 {ms(commits['p50'])}, p99 {ms(commits['p99'])}"
         + (

@@ -277,6 +277,18 @@ surveil_alert_latency_seconds_sum{topic="baccarat.shoe"} 0.3
     assert pauses == {"2": {0.1: 4.0, float("inf"): 5.0}}
 
 
+def test_a_histograms_halves_are_what_each_half_of_the_window_added() -> None:
+    """A backlog growing over the window shows as the second half's tail above the first's."""
+    metric = pipeline.SINCE_PUBLISHED
+    before = {metric: {"baccarat.shoe": {0.05: 10.0, 0.5: 10.0, float("inf"): 10.0}}}
+    middle = {metric: {"baccarat.shoe": {0.05: 110.0, 0.5: 110.0, float("inf"): 110.0}}}  # 100 within 50 ms
+    after = {metric: {"baccarat.shoe": {0.05: 110.0, 0.5: 210.0, float("inf"): 210.0}}}  # 100 between 50 and 500 ms
+    first, second = pipeline.halves(before, middle, after, metric) or []
+    assert first["count"] == second["count"] == 100.0
+    assert first["p50"] <= 0.05 < second["p50"] <= 0.5
+    assert pipeline.halves(before, None, after, metric) is None  # the run ended before half-way
+
+
 def test_a_py_spy_profile_is_shared_out_by_thread_and_function_and_its_seconds_are_a_share_of_a_core(tmp_path: Path) -> None:
     frames = [{"name": "main", "file": "/a/app.py", "line": 1}, {"name": "feed", "file": "/a/watch.py", "line": 9}]
     profiles = [
