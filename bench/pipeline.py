@@ -331,7 +331,7 @@ class Pipeline:
         """Each of ``metrics``' cumulative bucket counts by its label in ``HISTOGRAMS``, summed over
         the anomaly-detection instances, from one scrape of each (a scrape holds its event loop)."""
         texts = [self.metrics_text(name) for name in self.instance_names("anomaly-detection")]
-        return {metric: histogram_buckets(texts, metric, HISTOGRAMS[metric]) for metric in metrics}
+        return histogram_buckets(texts, {metric: HISTOGRAMS[metric] for metric in metrics})
 
     def settings(self, principal: str) -> Settings:
         assert self.access is not None
@@ -339,16 +339,21 @@ class Pipeline:
         return self.access.settings(settings, principal)  # type: ignore[no-any-return]
 
 
-def histogram_buckets(texts: Iterable[str], metric: str, label: str = "topic") -> dict[str, dict[float, float]]:
-    """A histogram's cumulative bucket counts by ``label``'s value ("" for a histogram without
-    it), summed over the exposition ``texts`` (one per instance)."""
-    total: dict[str, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+def histogram_buckets(texts: Iterable[str], labels: Mapping[str, str]) -> dict[str, dict[str, dict[float, float]]]:
+    """Each histogram of ``labels`` (its name, and the label it is split by): its cumulative bucket
+    counts by that label's value ("" for a histogram without it), summed over the exposition
+    ``texts`` (one per instance). Only the histograms' bucket lines are parsed: the detectors'
+    exposition is mostly their per-table series."""
+    named = {f"{metric}_bucket": metric for metric in labels}
+    total: dict[str, dict[str, dict[float, float]]] = {metric: defaultdict(lambda: defaultdict(float)) for metric in labels}
     for text in texts:
-        for family in text_string_to_metric_families(text):
+        wanted = "\n".join(line for line in text.splitlines() if line.partition("{")[0].partition(" ")[0] in named)
+        for family in text_string_to_metric_families(wanted):
             for sample in family.samples:
-                if sample.name == f"{metric}_bucket":
-                    total[sample.labels.get(label, "")][float(sample.labels["le"])] += sample.value
-    return {topic: dict(buckets) for topic, buckets in total.items()}
+                metric = named.get(sample.name)
+                if metric is not None:
+                    total[metric][sample.labels.get(labels[metric], "")][float(sample.labels["le"])] += sample.value
+    return {metric: {value: dict(buckets) for value, buckets in by_value.items()} for metric, by_value in total.items()}
 
 
 def histogram_delta(
@@ -792,7 +797,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
             time.sleep(min(10, max(start + seconds - time.time(), 0)))
             loads.append(load_average())
             if middle is None and time.time() >= (window_start + start + seconds) / 2:
-                middle = pipeline.histograms((COMMITS, SINCE_PUBLISHED))
+                middle = pipeline.histograms(before)
             pipeline.check_alive()
             say(progress(tables, time.time() - window_start, start + seconds - window_start, offsets, loads[-1][0]))
         window_end = time.time()
