@@ -133,6 +133,9 @@ HISTOGRAMS = {
     COMMITS: "topic",
     GC_PAUSES: "generation",
 }
+# And the Kafka runners' batches, by service, and their phases, by service and phase.
+BATCHES, BATCH_PHASES = "surveil_batch_seconds", "surveil_batch_phase_seconds"
+RUNNERS = ("table-controller", "settlement")
 T = TypeVar("T")
 
 
@@ -329,9 +332,15 @@ class Pipeline:
 
     def histograms(self, metrics: Iterable[str]) -> dict[str, dict[str, dict[float, float]]]:
         """Each of ``metrics``' cumulative bucket counts by its label in ``HISTOGRAMS``, summed over
-        the anomaly-detection instances, from one scrape of each (a scrape holds its event loop)."""
+        the anomaly-detection instances, from one scrape of each (a scrape holds its event loop);
+        ``BATCHES`` and ``BATCH_PHASES`` from the runners' instances."""
+        metrics = set(metrics)
         texts = [self.metrics_text(name) for name in self.instance_names("anomaly-detection")]
-        return histogram_buckets(texts, {metric: HISTOGRAMS[metric] for metric in metrics})
+        found = histogram_buckets(texts, {metric: HISTOGRAMS[metric] for metric in metrics - {BATCHES, BATCH_PHASES}})
+        if metrics & {BATCHES, BATCH_PHASES}:
+            texts = [self.metrics_text(name) for service in RUNNERS for name in self.instance_names(service)]
+            found |= histogram_buckets(texts, {BATCHES: "service", BATCH_PHASES: "service,phase"})
+        return found
 
     def settings(self, principal: str) -> Settings:
         assert self.access is not None
@@ -340,10 +349,11 @@ class Pipeline:
 
 
 def histogram_buckets(texts: Iterable[str], labels: Mapping[str, str]) -> dict[str, dict[str, dict[float, float]]]:
-    """Each histogram of ``labels`` (its name, and the label it is split by): its cumulative bucket
-    counts by that label's value ("" for a histogram without it), summed over the exposition
-    ``texts`` (one per instance). Only the histograms' bucket lines are parsed: the detectors'
-    exposition is mostly their per-table series."""
+    """Each histogram of ``labels`` (its name, and the label it is split by, or labels with commas
+    between): its cumulative bucket counts by that label's value ("" for a histogram without it;
+    the labels' values with "/" between), summed over the exposition ``texts`` (one per instance).
+    Only the histograms' bucket lines are parsed: the detectors' exposition is mostly their
+    per-table series."""
     named = {f"{metric}_bucket": metric for metric in labels}
     total: dict[str, dict[str, dict[float, float]]] = {metric: defaultdict(lambda: defaultdict(float)) for metric in labels}
     for text in texts:
@@ -352,7 +362,8 @@ def histogram_buckets(texts: Iterable[str], labels: Mapping[str, str]) -> dict[s
             for sample in family.samples:
                 metric = named.get(sample.name)
                 if metric is not None:
-                    total[metric][sample.labels.get(labels[metric], "")][float(sample.labels["le"])] += sample.value
+                    value = "/".join(sample.labels.get(label, "") for label in labels[metric].split(","))
+                    total[metric][value][float(sample.labels["le"])] += sample.value
     return {metric: {value: dict(buckets) for value, buckets in by_value.items()} for metric, by_value in total.items()}
 
 
@@ -776,7 +787,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         idle_after, idle_span = cpu_seconds(idle_pids), time.time() - idle_from
         time.sleep(max(start + WARMUP_SECONDS - time.time(), 0))
         pipeline.check_alive()
-        before = pipeline.histograms(HISTOGRAMS)
+        before = pipeline.histograms([*HISTOGRAMS, BATCHES, BATCH_PHASES])
         # The broker's request meters (--broker-requests): its JMX port open from here to the window's
         # end; a reading is a JVM of its own (~1 s), so it comes before the CPU readings.
         requests = cleanup.enter_context(broker_requests.WindowCounts(stack.get("kafka"), say)) if spec.broker_requests else None
@@ -882,6 +893,8 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         "detectors_commit": latency_summary(histograms[COMMITS]),
         "detectors_commit_halves": halves(before, middle, after, COMMITS),
         "detectors_gc_pauses": latency_summary(histograms[GC_PAUSES])["by_topic"],  # by generation
+        "runners_batches": latency_summary(histograms[BATCHES])["by_topic"],  # by service
+        "runners_batch_phases": latency_summary(histograms[BATCH_PHASES])["by_topic"],  # by "service/phase"
         "alert_latency_end_to_end": {
             "alerts": len(everything),
             "p50": percentile(everything, 0.5),
@@ -1002,6 +1015,7 @@ def summary(result: Mapping[str, Any]) -> str:
             else ""
         ),
     ]
+    lines += batches_lines(result.get("runners_batches", {}), result.get("runners_batch_phases", {}), result["window_seconds"])
     if full := result.get("detectors_gc_pauses", {}).get("2"):
         lines.append(
             "  detectors' full collections (the event loop paused): "
@@ -1018,6 +1032,23 @@ def summary(result: Mapping[str, Any]) -> str:
         lines.append(f"  idle before play ({result['idle_seconds']:.0f} s), % of a core: {idle}")
     lines += broker_requests_lines(result.get("broker_requests"))
     return "\n".join(lines)
+
+
+def batches_lines(by_service: Mapping[str, Mapping[str, float]], phases: Mapping[str, Mapping[str, float]], seconds: float) -> list[str]:
+    """The Kafka runners' batches over a window of ``seconds``, by service (``latency_summary``'s
+    by label): how many a second, how long one took, p50 and p99, and each phase's p50 (``phases``
+    by "service/phase")."""
+    lines = []
+    for service, batches in by_service.items():
+        line = (
+            f"  {service}'s batches: {batches['count'] / seconds:.1f} a second, "
+            f"p50 {1000 * batches['p50']:.1f} ms, p99 {1000 * batches['p99']:.1f} ms"
+        )
+        own = {key.partition("/")[2]: figures for key, figures in phases.items() if key.partition("/")[0] == service}
+        if own:
+            line += "; p50 by phase: " + ", ".join(f"{phase} {1000 * figures['p50']:.1f} ms" for phase, figures in own.items())
+        lines.append(line)
+    return lines
 
 
 def stop_watching(*watchers: Any) -> None:

@@ -279,6 +279,7 @@ class KafkaRunner:
     def _process(self, batch: dict[TopicPartition, list[Any]]) -> None:
         started = time.perf_counter()
         outbox, offsets = self._apply(batch)
+        applied = time.perf_counter()
         progress = {_source(tp): offset for tp, offset in offsets.items()}
         try:
             self.state.commit(
@@ -292,8 +293,12 @@ class KafkaRunner:
             self.log.error("partitions taken over by another instance; stopping", partitions=sorted(progress))
             raise
         self.applied.update(progress)
+        committed = time.perf_counter()
         self._publish([o for outputs in outbox.values() for o in outputs], offsets)
-        metrics.BATCH_SECONDS.labels(self.processor.name).observe(time.perf_counter() - started)
+        published = time.perf_counter()
+        metrics.BATCH_SECONDS.labels(self.processor.name).observe(published - started)
+        for phase, seconds in (("apply", applied - started), ("state_commit", committed - applied), ("transaction", published - committed)):
+            metrics.BATCH_PHASE_SECONDS.labels(self.processor.name, phase).observe(seconds)
 
     def _apply(self, batch: dict[TopicPartition, list[Any]]) -> tuple[dict[str, list[Output]], dict[TopicPartition, int]]:
         """Each record of the batch verified, decoded and processed, in order, into the state:

@@ -32,6 +32,14 @@ BATCH_SECONDS = Histogram(
     ["service"],
     buckets=(0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
+BATCH_PHASE_SECONDS = Histogram(
+    "surveil_batch_phase_seconds",
+    "A batch's time by phase, one after the other: apply (its events decoded, checked and processed, "
+    "their state read from Redis), state_commit (the state, progress and outputs to Redis in one transaction), "
+    "transaction (the outputs published and the offsets committed in one Kafka transaction).",
+    ["service", "phase"],
+    buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
+)
 GC_PAUSE_SECONDS = Histogram(
     "surveil_gc_pause_seconds",
     "Pauses of the cyclic garbage collector, by generation: the process runs nothing else meanwhile. "

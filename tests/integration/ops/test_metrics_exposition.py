@@ -311,6 +311,18 @@ def test_anomaly_detection_times_its_commits(deployment: Deployment) -> None:
     assert 0 < exported["surveil_detection_commit_seconds_sum"] / commits < 10
 
 
+@pytest.mark.parametrize("service", ["table-controller", "settlement"])
+def test_a_runners_batches_are_timed_by_phase_and_the_phases_add_up_to_the_batch(deployment: Deployment, service: str) -> None:
+    exported = [(n, labels, v) for n, labels, v in samples(deployment.metrics(service)) if labels.get("service") == service]
+    batches = {n: v for n, _, v in exported if n.startswith("surveil_batch_seconds_")}
+    phases = {labels["phase"]: v for n, labels, v in exported if n == "surveil_batch_phase_seconds_sum"}
+    counts = {labels["phase"]: v for n, labels, v in exported if n == "surveil_batch_phase_seconds_count"}
+    assert set(phases) == {"apply", "state_commit", "transaction"}
+    assert batches["surveil_batch_seconds_count"] > 0 and set(counts.values()) == {batches["surveil_batch_seconds_count"]}
+    assert all(seconds > 0 for seconds in phases.values()), phases
+    assert sum(phases.values()) == pytest.approx(batches["surveil_batch_seconds_sum"], rel=0.01)
+
+
 def test_the_lag_exporter_sees_every_group_caught_up(deployment: Deployment) -> None:
     lag = [(labels, v) for n, labels, v in samples(deployment.metrics("lag-exporter")) if n == "surveil_consumer_lag_messages"]
     assert {labels["group"] for labels, _ in lag} == {"table-controller", "settlement", "anomaly-detection"}

@@ -279,6 +279,37 @@ surveil_alert_latency_seconds_sum{topic="baccarat.shoe"} 0.3
     assert pauses == {"2": {0.1: 4.0, float("inf"): 5.0}}
 
 
+def test_the_runners_batches_are_read_by_service_summed_over_instances_and_counted_a_second() -> None:
+    exposition = """# HELP surveil_batch_seconds Time to process and commit one batch of input events.
+# TYPE surveil_batch_seconds histogram
+surveil_batch_seconds_bucket{le="0.01",service="table-controller"} 0.0
+surveil_batch_seconds_bucket{le="0.025",service="table-controller"} 90.0
+surveil_batch_seconds_bucket{le="0.05",service="table-controller"} 100.0
+surveil_batch_seconds_bucket{le="+Inf",service="table-controller"} 100.0
+surveil_batch_seconds_count{service="table-controller"} 100.0
+surveil_batch_seconds_sum{service="table-controller"} 1.8
+"""
+    phases = """# TYPE surveil_batch_phase_seconds histogram
+surveil_batch_phase_seconds_bucket{le="0.005",phase="apply",service="table-controller"} 100.0
+surveil_batch_phase_seconds_bucket{le="+Inf",phase="apply",service="table-controller"} 100.0
+surveil_batch_phase_seconds_bucket{le="0.005",phase="transaction",service="table-controller"} 0.0
+surveil_batch_phase_seconds_bucket{le="0.01",phase="transaction",service="table-controller"} 100.0
+surveil_batch_phase_seconds_bucket{le="+Inf",phase="transaction",service="table-controller"} 100.0
+"""
+    settlement = exposition.replace("table-controller", "settlement")
+    wanted = {pipeline.BATCHES: "service", pipeline.BATCH_PHASES: "service,phase"}
+    found = pipeline.histogram_buckets([exposition + phases, exposition + phases, settlement], wanted)
+    assert found[pipeline.BATCHES]["table-controller"] == {0.01: 0.0, 0.025: 180.0, 0.05: 200.0, float("inf"): 200.0}
+    assert found[pipeline.BATCH_PHASES]["table-controller/apply"] == {0.005: 200.0, float("inf"): 200.0}
+    by_service = pipeline.latency_summary(found[pipeline.BATCHES])["by_topic"]
+    by_phase = pipeline.latency_summary(found[pipeline.BATCH_PHASES])["by_topic"]
+    lines = pipeline.batches_lines(by_service, by_phase, seconds=10.0)
+    assert lines == [
+        "  settlement's batches: 10.0 a second, p50 18.3 ms, p99 47.5 ms",
+        "  table-controller's batches: 20.0 a second, p50 18.3 ms, p99 47.5 ms; p50 by phase: apply 2.5 ms, transaction 7.5 ms",
+    ]
+
+
 def test_a_histograms_halves_are_what_each_half_of_the_window_added() -> None:
     """A backlog growing over the window shows as the second half's tail above the first's."""
     metric = pipeline.SINCE_PUBLISHED
