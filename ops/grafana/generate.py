@@ -712,6 +712,17 @@ def pipeline_health() -> Json:
             unit="s",
             width=6,
         ),
+        timeseries(
+            "Batch time by phase",
+            "Where a batch of table-controller and settlement goes, on average over 5 minutes: apply (its events decoded, "
+            "checked and processed, their state read from Redis), state_commit (Redis' transaction), transaction (the "
+            "Kafka transaction: outputs published, offsets committed). The three add up to the batch: a slow batch is "
+            "the rules, Redis or the broker.",
+            Query("service_phase:surveil_batch_phase_seconds:mean5m", "{{service}} {{phase}}"),
+            unit="s",
+            width=24,
+            height=6,
+        ),
         row("Dead letters and rejections"),
         timeseries(
             "Dead letters by service and origin",
