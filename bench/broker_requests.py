@@ -1,6 +1,8 @@
 """The broker's requests by type, from its own meters: ``kafka.network:type=RequestMetrics,
 name=RequestsPerSec,request=<Type>,version=<v>`` (attribute ``Count``, cumulative since the broker
-started), read twice, the difference between the readings divided by the rounds played between them.
+started), read twice, the difference between the readings divided by the rounds played between them;
+and the broker's mean time a request of each type between the readings, received to answered
+(``name=TotalTimeMs,request=<Type>``: its ``Count`` and its ``Mean`` since the broker started).
 
 The stack's broker (``ops/stack.sh``) has no JMX port. ``start_agent`` opens one in the running
 JVM with ``jcmd <pid> ManagementAgent.start``: on 127.0.0.1 only (``jmxremote.host``; the JDK's
@@ -26,20 +28,23 @@ import shutil
 import socket
 import subprocess
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from procstat import kafka_jvm
 
 ROOT = Path(__file__).resolve().parents[1]
 MBEANS = "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=*,version=*"
+# And the time each request took in the broker, received to answered (a histogram: its Count, and
+# its Mean over every request since the broker started).
+TIMES = "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=*"
 JMX_TOOL = "org.apache.kafka.tools.JmxTool"
 # Meters of requests another meter counts too (kafka.network.RequestChannel: a Fetch marks "Fetch"
 # and one of these), left out of the total.
 SUBSETS = frozenset({"FetchConsumer", "FetchFollower"})
 TIMEOUT = 60.0  # seconds for one jcmd or JmxTool (a JVM starting on a loaded machine)
 # A line of JmxTool's --report-format properties: OBJECT-NAME:ATTRIBUTE=VALUE.
-LINE = re.compile(r"^kafka\.network:(?P<name>[^:]*):Count=(?P<count>\d+)$")
+LINE = re.compile(r"^kafka\.network:(?P<name>[^:]*):(?P<attribute>Count|Mean)=(?P<value>[0-9.Ee+-]+)$")
 
 
 class BrokerRequestsError(RuntimeError):
@@ -53,6 +58,7 @@ class Reading:
 
     at: float
     counts: dict[str, int]
+    times: dict[str, tuple[int, float]] = field(default_factory=dict)  # by type: requests timed, their mean ms
 
 
 def _tool(name: str, pid: int) -> str:
@@ -155,6 +161,7 @@ def parse(text: str) -> Reading:
     counts by request type, the versions summed."""
     at = None
     counts: dict[str, int] = {}
+    timed: dict[str, dict[str, float]] = {}
     for line in text.splitlines():
         line = line.strip()
         if line.startswith("time="):
@@ -164,18 +171,24 @@ def parse(text: str) -> Reading:
         if found is None:
             continue
         keys = dict(part.partition("=")[::2] for part in found.group("name").split(","))
-        if keys.get("type") == "RequestMetrics" and keys.get("name") == "RequestsPerSec" and "request" in keys:
-            counts[keys["request"]] = counts.get(keys["request"], 0) + int(found.group("count"))
+        if keys.get("type") != "RequestMetrics" or "request" not in keys:
+            continue
+        request, attribute, value = keys["request"], found.group("attribute"), float(found.group("value"))
+        if keys.get("name") == "RequestsPerSec" and attribute == "Count":
+            counts[request] = counts.get(request, 0) + int(value)
+        elif keys.get("name") == "TotalTimeMs":
+            timed.setdefault(request, {})[attribute] = value
     if at is None or not counts:
         raise BrokerRequestsError(f"JmxTool's output has no request counts: {text[:200]!r}")
-    return Reading(at, counts)
+    times = {request: (int(t["Count"]), t["Mean"]) for request, t in timed.items() if {"Count", "Mean"} <= t.keys()}
+    return Reading(at, counts, times)
 
 
 def request_counts(pid: int, port: int) -> Reading:
     """One reading of the broker ``pid``'s request meters through its JMX ``port``."""
     command = [_tool("java", pid), "-Xms16m", "-Xmx64m", "-XX:TieredStopAtLevel=1", "-cp", class_path(pid), JMX_TOOL]
-    command += ["--jmx-url", f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{port}/jmxrmi", "--object-name", MBEANS]
-    command += ["--attributes", "Count", "--one-time", "true", "--report-format", "properties"]
+    command += ["--jmx-url", f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{port}/jmxrmi", "--object-name", MBEANS, "--object-name", TIMES]
+    command += ["--attributes", "Count,Mean", "--one-time", "true", "--report-format", "properties"]
     return parse(_run(command))
 
 
@@ -197,6 +210,18 @@ def per_round(before: Reading, after: Reading, rounds: int) -> dict[str, float]:
     figures = {name: d / rounds for name, d in sorted(delta.items(), key=lambda kv: (-kv[1], kv[0])) if d > 0}
     figures["total"] = sum(d for name, d in delta.items() if name not in SUBSETS) / rounds
     return figures
+
+
+def mean_times_ms(before: Reading, after: Reading) -> dict[str, float]:
+    """The broker's mean time a request by type (received to answered, ms) over the requests
+    between the two readings: each histogram's mean is over every request since the broker
+    started, so the window's is what its sum gained over what its count gained."""
+    means = {}
+    for request, (count, mean) in sorted(after.times.items()):
+        count_before, mean_before = before.times.get(request, (0, 0.0))
+        if count > count_before:
+            means[request] = (count * mean - count_before * mean_before) / (count - count_before)
+    return means
 
 
 class WindowCounts:

@@ -24,7 +24,8 @@ simulator playing live into them. Three measurements:
   flight recorder (``bench/profile_summary.py`` reads both). ``--broker-requests`` adds the
   broker's requests a round by type (Produce, Fetch, AddPartitionsToTxn, EndTxn, ...: the
   broker's own meters, read at the window's start and end, by the rounds that ended between the
-  readings; ``bench/broker_requests.py``). Opt-in: it opens an unauthenticated JMX port in the
+  readings; ``bench/broker_requests.py``), and the broker's mean time a request of each type
+  over the window, received to answered. Opt-in: it opens an unauthenticated JMX port in the
   running broker, on 127.0.0.1, for the run (``jcmd ... ManagementAgent.start``; closed after the
   window). The counts are the whole broker's: the bench's own consumer and lag watcher, and
   anything else using the broker meanwhile, are in them.
@@ -950,6 +951,7 @@ def broker_requests_figures(
         "seconds": after.at - before.at,
         "counts": {name: n for name, n in sorted(counts.items()) if n},
         "not_in_total": sorted(broker_requests.SUBSETS),
+        "broker_ms_mean": broker_requests.mean_times_ms(before, after),
     }
 
 
@@ -964,11 +966,15 @@ def broker_requests_lines(figures: Mapping[str, Any] | None) -> list[str]:
         return [f"  broker requests a round: no round ended between the readings ({figures['seconds']:.0f} s)"]
     total = per_round.pop("total")
     by_type = ", ".join(f"{name} {n:.2f}" for name, n in per_round.items())
-    return [
+    lines = [
         f"  broker requests a round: {total:.2f} in all over {figures['rounds']} rounds in {figures['seconds']:.0f} s "
         f"({', '.join(figures['not_in_total'])}: counted in Fetch too, not in the total)",
         f"    {by_type}",
     ]
+    times = figures.get("broker_ms_mean", {})
+    if timed := [name for name in per_round if name in times]:
+        lines.append("    the broker's time a request, received to answered, mean ms: " + ", ".join(f"{n} {times[n]:.2f}" for n in timed))
+    return lines
 
 
 def progress(tables: int, elapsed: float, window: float, offsets: Offsets, load: float) -> str:

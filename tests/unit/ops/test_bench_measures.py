@@ -194,6 +194,23 @@ def test_jmxtool_output_becomes_counts_by_request_type_with_the_versions_summed(
     assert broker_requests.parse(older).counts["Produce"] == 5463 + 37
 
 
+def test_the_brokers_time_a_request_is_read_and_its_mean_taken_over_the_requests_between_two_readings() -> None:
+    times = """kafka.network:type=RequestMetrics,name=TotalTimeMs,request=EndTxn:Count=1000
+kafka.network:type=RequestMetrics,name=TotalTimeMs,request=EndTxn:Mean=0.5
+kafka.network:type=RequestMetrics,name=TotalTimeMs,request=TxnOffsetCommit:Count=1000
+kafka.network:type=RequestMetrics,name=TotalTimeMs,request=TxnOffsetCommit:Mean=1.25E0
+kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Heartbeat:Count=7
+"""
+    before = broker_requests.parse(JMXTOOL_OUTPUT + times)
+    assert before.counts == broker_requests.parse(JMXTOOL_OUTPUT).counts, "a time's Count is not a request count"
+    assert before.times == {"EndTxn": (1000, 0.5), "TxnOffsetCommit": (1000, 1.25)}  # Heartbeat: no mean, left out
+    later = times.replace("EndTxn:Count=1000", "EndTxn:Count=3000").replace("EndTxn:Mean=0.5", "EndTxn:Mean=1.5")
+    after = broker_requests.parse(JMXTOOL_OUTPUT + later)
+    # 2,000 more EndTxn, their total 4,500 - 500 ms: 2 ms each; no more TxnOffsetCommit, no mean.
+    assert broker_requests.mean_times_ms(before, after) == {"EndTxn": 2.0}
+    assert broker_requests.mean_times_ms(broker_requests.parse(JMXTOOL_OUTPUT), after) == {"EndTxn": 1.5, "TxnOffsetCommit": 1.25}
+
+
 def test_jmxtool_output_without_counts_is_an_error_not_an_empty_reading() -> None:
     for text in ("", "time=1796204667729\n", JMXTOOL_OUTPUT.partition("\n")[2]):  # nothing; no meters; no time
         try:
@@ -243,6 +260,9 @@ def test_the_summary_has_the_broker_requests_a_round_only_when_asked_for() -> No
     lines = pipeline.broker_requests_lines(figures)
     assert lines[0].startswith("  broker requests a round: 15.00 in all over 30 rounds in 60 s")
     assert lines[1] == "    Produce 10.00, EndTxn 5.00"
+    assert len(lines) == 2, "no times read, no line of them"
+    timed = pipeline.broker_requests_lines(figures | {"broker_ms_mean": {"EndTxn": 0.25, "Heartbeat": 3.0}})
+    assert timed[2] == "    the broker's time a request, received to answered, mean ms: EndTxn 0.25"
     assert pipeline.broker_requests_figures(None, before, after, []) is None
     assert pipeline.broker_requests_lines(None) == []
     failed = pipeline.broker_requests_figures(counts, None, None, [])
