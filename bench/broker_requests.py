@@ -157,8 +157,9 @@ def class_path(pid: int) -> str:
 
 
 def parse(text: str) -> Reading:
-    """JmxTool's ``--report-format properties`` output of ``MBEANS`` (attribute Count): the
-    counts by request type, the versions summed."""
+    """JmxTool's ``--report-format properties`` output of ``MBEANS`` (attribute Count) and
+    ``TIMES`` (Count and Mean): the counts by request type, the versions summed, and the times'
+    count and mean by request type."""
     at = None
     counts: dict[str, int] = {}
     timed: dict[str, dict[str, float]] = {}
