@@ -68,7 +68,7 @@ import time
 import urllib.request
 import uuid
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -126,17 +126,19 @@ PACE = 50.0  # wall-clock seconds a round takes at a table: real pace (a busy ba
 SUSTAINED_SLOPE = 1.0  # events/s: a group whose lag grows faster over the window is not keeping up
 COMMITS, GC_PAUSES = "surveil_detection_commit_seconds", "surveil_gc_pause_seconds"
 SINCE_PUBLISHED = "surveil_detection_queue_latency_seconds"
-# The detectors' histograms a run reads, each by the label it is split by (none: all under "").
-HISTOGRAMS = {
-    "surveil_detection_latency_seconds": "topic",
-    SINCE_PUBLISHED: "topic",
-    "surveil_alert_latency_seconds": "topic",
-    COMMITS: "topic",
-    GC_PAUSES: "generation",
-}
-# And the Kafka runners' batches, by service, and their phases, by service and phase.
 BATCHES, BATCH_PHASES = "surveil_batch_seconds", "surveil_batch_phase_seconds"
-RUNNERS = ("table-controller", "settlement")
+DETECTORS, RUNNERS = ("anomaly-detection",), ("table-controller", "settlement")
+# The histograms a run reads: the labels each is split by (none: all under ""), and the services
+# whose instances fill it (every process times its collections: only the detectors' are read).
+HISTOGRAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
+    "surveil_detection_latency_seconds": (("topic",), DETECTORS),
+    SINCE_PUBLISHED: (("topic",), DETECTORS),
+    "surveil_alert_latency_seconds": (("topic",), DETECTORS),
+    COMMITS: (("topic",), DETECTORS),
+    GC_PAUSES: (("generation",), DETECTORS),
+    BATCHES: (("service",), RUNNERS),
+    BATCH_PHASES: (("service", "phase"), RUNNERS),
+}
 T = TypeVar("T")
 
 
@@ -332,15 +334,16 @@ class Pipeline:
             return text
 
     def histograms(self, metrics: Iterable[str]) -> dict[str, dict[str, dict[float, float]]]:
-        """Each of ``metrics``' cumulative bucket counts by its label in ``HISTOGRAMS``, summed over
-        the anomaly-detection instances, from one scrape of each (a scrape holds its event loop);
-        ``BATCHES`` and ``BATCH_PHASES`` from the runners' instances."""
-        metrics = set(metrics)
-        texts = [self.metrics_text(name) for name in self.instance_names("anomaly-detection")]
-        found = histogram_buckets(texts, {metric: HISTOGRAMS[metric] for metric in metrics - {BATCHES, BATCH_PHASES}})
-        if metrics & {BATCHES, BATCH_PHASES}:
-            texts = [self.metrics_text(name) for service in RUNNERS for name in self.instance_names(service)]
-            found |= histogram_buckets(texts, {BATCHES: "service", BATCH_PHASES: "service,phase"})
+        """Each of ``metrics``' cumulative bucket counts by its labels in ``HISTOGRAMS``, summed over
+        the instances of the services that fill it, from one scrape of each instance (a scrape
+        holds a detectors' worker's event loop)."""
+        by_services: dict[tuple[str, ...], dict[str, tuple[str, ...]]] = defaultdict(dict)
+        for metric in metrics:
+            labels, services = HISTOGRAMS[metric]
+            by_services[services][metric] = labels
+        found: dict[str, dict[str, dict[float, float]]] = {}
+        for services, labels in by_services.items():
+            found |= histogram_buckets([self.metrics_text(name) for service in services for name in self.instance_names(service)], labels)
         return found
 
     def settings(self, principal: str) -> Settings:
@@ -349,12 +352,11 @@ class Pipeline:
         return self.access.settings(settings, principal)  # type: ignore[no-any-return]
 
 
-def histogram_buckets(texts: Iterable[str], labels: Mapping[str, str]) -> dict[str, dict[str, dict[float, float]]]:
-    """Each histogram of ``labels`` (its name, and the label it is split by, or labels with commas
-    between): its cumulative bucket counts by that label's value ("" for a histogram without it;
-    the labels' values with "/" between), summed over the exposition ``texts`` (one per instance).
-    Only the histograms' bucket lines are parsed: the detectors' exposition is mostly their
-    per-table series."""
+def histogram_buckets(texts: Iterable[str], labels: Mapping[str, Sequence[str]]) -> dict[str, dict[str, dict[float, float]]]:
+    """Each histogram of ``labels`` (its name, and the labels it is split by): its cumulative
+    bucket counts by those labels' values, "/" between them ("" for a histogram without them),
+    summed over the exposition ``texts`` (one per instance). Only the histograms' bucket lines are
+    parsed: the detectors' exposition is mostly their per-table series."""
     named = {f"{metric}_bucket": metric for metric in labels}
     total: dict[str, dict[str, dict[float, float]]] = {metric: defaultdict(lambda: defaultdict(float)) for metric in labels}
     for text in texts:
@@ -363,7 +365,7 @@ def histogram_buckets(texts: Iterable[str], labels: Mapping[str, str]) -> dict[s
             for sample in family.samples:
                 metric = named.get(sample.name)
                 if metric is not None:
-                    value = "/".join(sample.labels.get(label, "") for label in labels[metric].split(","))
+                    value = "/".join(sample.labels.get(label, "") for label in labels[metric])
                     total[metric][value][float(sample.labels["le"])] += sample.value
     return {metric: {value: dict(buckets) for value, buckets in by_value.items()} for metric, by_value in total.items()}
 
@@ -788,7 +790,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         idle_after, idle_span = cpu_seconds(idle_pids), time.time() - idle_from
         time.sleep(max(start + WARMUP_SECONDS - time.time(), 0))
         pipeline.check_alive()
-        before = pipeline.histograms([*HISTOGRAMS, BATCHES, BATCH_PHASES])
+        before = pipeline.histograms(HISTOGRAMS)
         # The broker's request meters (--broker-requests): its JMX port open from here to the window's
         # end; a reading is a JVM of its own (~1 s), so it comes before the CPU readings.
         requests = cleanup.enter_context(broker_requests.WindowCounts(stack.get("kafka"), say)) if spec.broker_requests else None

@@ -286,16 +286,20 @@ surveil_alert_latency_seconds_count{topic="baccarat.shoe"} 5.0
 surveil_alert_latency_seconds_sum{topic="baccarat.shoe"} 0.3
 """
     second = exposition.replace('le="+Inf"} 10.0', 'le="+Inf"} 30.0')
-    commits = pipeline.histogram_buckets([exposition, second], {"surveil_detection_commit_seconds": "topic"})[
+    commits = pipeline.histogram_buckets([exposition, second], {"surveil_detection_commit_seconds": ("topic",)})[
         "surveil_detection_commit_seconds"
     ]
     assert commits == {"": {0.05: 6.0, 0.1: 18.0, float("inf"): 40.0}}
-    alerts = pipeline.histogram_buckets([exposition, second], {"surveil_alert_latency_seconds": "topic"})["surveil_alert_latency_seconds"]
+    alerts = pipeline.histogram_buckets([exposition, second], {"surveil_alert_latency_seconds": ("topic",)})[
+        "surveil_alert_latency_seconds"
+    ]
     assert alerts == {"baccarat.shoe": {0.1: 8.0, float("inf"): 10.0}}
     summary = pipeline.latency_summary(commits)
     assert summary["count"] == 40.0 and summary["p99"] == 0.1  # 22 of the 40 above the largest finite bound
     by_generation = exposition.replace("topic=", "generation=").replace('"baccarat.shoe"', '"2"')
-    pauses = pipeline.histogram_buckets([by_generation], {"surveil_alert_latency_seconds": "generation"})["surveil_alert_latency_seconds"]
+    pauses = pipeline.histogram_buckets([by_generation], {"surveil_alert_latency_seconds": ("generation",)})[
+        "surveil_alert_latency_seconds"
+    ]
     assert pauses == {"2": {0.1: 4.0, float("inf"): 5.0}}
 
 
@@ -317,7 +321,7 @@ surveil_batch_phase_seconds_bucket{le="0.01",phase="transaction",service="table-
 surveil_batch_phase_seconds_bucket{le="+Inf",phase="transaction",service="table-controller"} 100.0
 """
     settlement = exposition.replace("table-controller", "settlement")
-    wanted = {pipeline.BATCHES: "service", pipeline.BATCH_PHASES: "service,phase"}
+    wanted = {metric: pipeline.HISTOGRAMS[metric][0] for metric in (pipeline.BATCHES, pipeline.BATCH_PHASES)}
     found = pipeline.histogram_buckets([exposition + phases, exposition + phases, settlement], wanted)
     assert found[pipeline.BATCHES]["table-controller"] == {0.01: 0.0, 0.025: 180.0, 0.05: 200.0, float("inf"): 200.0}
     assert found[pipeline.BATCH_PHASES]["table-controller/apply"] == {0.005: 200.0, float("inf"): 200.0}
