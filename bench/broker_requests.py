@@ -2,7 +2,11 @@
 name=RequestsPerSec,request=<Type>,version=<v>`` (attribute ``Count``, cumulative since the broker
 started), read twice, the difference between the readings divided by the rounds played between them;
 and the broker's mean time a request of each type between the readings, received to answered
-(``name=TotalTimeMs,request=<Type>``: its ``Count`` and its ``Mean`` since the broker started).
+(``name=TotalTimeMs,request=<Type>``: its ``Count`` and its ``Mean`` since the broker started);
+and what each topic took in, from ``kafka.server:type=BrokerTopicMetrics,name=<meter>,topic=<t>``
+(``Count``): its bytes, its records, and its partition writes (``TotalProduceRequestsPerSec``,
+marked for each append to one of its partitions: a produce request's, a transaction's commit
+marker, a coordinator's own record), which tell whose writes the broker handles.
 
 The stack's broker (``ops/stack.sh``) has no JMX port. ``start_agent`` opens one in the running
 JVM with ``jcmd <pid> ManagementAgent.start``: on 127.0.0.1 only (``jmxremote.host``; the JDK's
@@ -38,13 +42,16 @@ MBEANS = "kafka.network:type=RequestMetrics,name=RequestsPerSec,request=*,versio
 # And the time each request took in the broker, received to answered (a histogram: its Count, and
 # its Mean over every request since the broker started).
 TIMES = "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=*"
+# What each topic took in, by meter: the name a figure goes by.
+TOPIC_METERS = {"TotalProduceRequestsPerSec": "partition_writes", "MessagesInPerSec": "records", "BytesInPerSec": "bytes"}
+TOPICS = [f"kafka.server:type=BrokerTopicMetrics,name={meter},topic=*" for meter in TOPIC_METERS]
 JMX_TOOL = "org.apache.kafka.tools.JmxTool"
 # Meters of requests another meter counts too (kafka.network.RequestChannel: a Fetch marks "Fetch"
 # and one of these), left out of the total.
 SUBSETS = frozenset({"FetchConsumer", "FetchFollower"})
 TIMEOUT = 60.0  # seconds for one jcmd or JmxTool (a JVM starting on a loaded machine)
 # A line of JmxTool's --report-format properties: OBJECT-NAME:ATTRIBUTE=VALUE.
-LINE = re.compile(r"^kafka\.network:(?P<name>[^:]*):(?P<attribute>Count|Mean)=(?P<value>[0-9.Ee+-]+)$")
+LINE = re.compile(r"^kafka\.(?:network|server):(?P<name>[^:]*):(?P<attribute>Count|Mean)=(?P<value>[0-9.Ee+-]+)$")
 
 
 class BrokerRequestsError(RuntimeError):
@@ -59,6 +66,7 @@ class Reading:
     at: float
     counts: dict[str, int]
     times: dict[str, tuple[int, float]] = field(default_factory=dict)  # by type: requests timed, their mean ms
+    topics: dict[str, dict[str, int]] = field(default_factory=dict)  # by topic: its counts by TOPIC_METERS' names
 
 
 def _tool(name: str, pid: int) -> str:
@@ -157,12 +165,13 @@ def class_path(pid: int) -> str:
 
 
 def parse(text: str) -> Reading:
-    """JmxTool's ``--report-format properties`` output of ``MBEANS`` (attribute Count) and
-    ``TIMES`` (Count and Mean): the counts by request type, the versions summed, and the times'
-    count and mean by request type."""
+    """JmxTool's ``--report-format properties`` output of ``MBEANS`` (attribute Count),
+    ``TIMES`` (Count and Mean) and ``TOPICS`` (Count): the counts by request type, the versions
+    summed; the times' count and mean by request type; each topic's counts."""
     at = None
     counts: dict[str, int] = {}
     timed: dict[str, dict[str, float]] = {}
+    topics: dict[str, dict[str, int]] = {}
     for line in text.splitlines():
         line = line.strip()
         if line.startswith("time="):
@@ -172,6 +181,9 @@ def parse(text: str) -> Reading:
         if found is None:
             continue
         keys = dict(part.partition("=")[::2] for part in found.group("name").split(","))
+        if keys.get("type") == "BrokerTopicMetrics" and keys.get("name") in TOPIC_METERS and "topic" in keys:
+            topics.setdefault(keys["topic"], {})[TOPIC_METERS[keys["name"]]] = int(float(found.group("value")))
+            continue
         if keys.get("type") != "RequestMetrics" or "request" not in keys:
             continue
         request, attribute, value = keys["request"], found.group("attribute"), float(found.group("value"))
@@ -182,13 +194,14 @@ def parse(text: str) -> Reading:
     if at is None or not counts:
         raise BrokerRequestsError(f"JmxTool's output has no request counts: {text[:200]!r}")
     times = {request: (int(t["Count"]), t["Mean"]) for request, t in timed.items() if {"Count", "Mean"} <= t.keys()}
-    return Reading(at, counts, times)
+    return Reading(at, counts, times, topics)
 
 
 def request_counts(pid: int, port: int) -> Reading:
     """One reading of the broker ``pid``'s request meters through its JMX ``port``."""
     command = [_tool("java", pid), "-Xms16m", "-Xmx64m", "-XX:TieredStopAtLevel=1", "-cp", class_path(pid), JMX_TOOL]
-    command += ["--jmx-url", f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{port}/jmxrmi", "--object-name", MBEANS, "--object-name", TIMES]
+    command += ["--jmx-url", f"service:jmx:rmi:///jndi/rmi://127.0.0.1:{port}/jmxrmi"]
+    command += [arg for name in (MBEANS, TIMES, *TOPICS) for arg in ("--object-name", name)]
     command += ["--attributes", "Count,Mean", "--one-time", "true", "--report-format", "properties"]
     return parse(_run(command))
 
@@ -211,6 +224,23 @@ def per_round(before: Reading, after: Reading, rounds: int) -> dict[str, float]:
     figures = {name: d / rounds for name, d in sorted(delta.items(), key=lambda kv: (-kv[1], kv[0])) if d > 0}
     figures["total"] = sum(d for name, d in delta.items() if name not in SUBSETS) / rounds
     return figures
+
+
+def topics_per_round(before: Reading, after: Reading, rounds: int) -> dict[str, dict[str, float]]:
+    """What each topic took in a round between the two readings, by ``TOPIC_METERS``' names
+    (topics that took nothing left out, the most partition writes first). Empty when no round
+    ended between them; an error when a count went down (the broker restarted in between)."""
+    delta = {
+        topic: {name: count - before.topics.get(topic, {}).get(name, 0) for name, count in counts.items()}
+        for topic, counts in after.topics.items()
+    }
+    fell = sorted(topic for topic, counts in delta.items() if min(counts.values(), default=0) < 0)
+    if fell:
+        raise BrokerRequestsError(f"a topic's counts went down between the readings ({', '.join(fell)}): did the broker restart?")
+    if rounds <= 0:
+        return {}
+    taken = {topic: {name: d / rounds for name, d in counts.items()} for topic, counts in delta.items() if any(counts.values())}
+    return dict(sorted(taken.items(), key=lambda kv: (-kv[1].get("partition_writes", 0), kv[0])))
 
 
 def mean_times_ms(before: Reading, after: Reading) -> dict[str, float]:

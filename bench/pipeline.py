@@ -24,8 +24,9 @@ simulator playing live into them. Three measurements:
   flight recorder (``bench/profile_summary.py`` reads both). ``--broker-requests`` adds the
   broker's requests a round by type (Produce, Fetch, AddPartitionsToTxn, EndTxn, ...: the
   broker's own meters, read at the window's start and end, by the rounds that ended between the
-  readings; ``bench/broker_requests.py``), and the broker's mean time a request of each type
-  over the window, received to answered. Opt-in: it opens an unauthenticated JMX port in the
+  readings; ``bench/broker_requests.py``), the broker's mean time a request of each type over
+  the window, received to answered, and what each topic took in a round (partition writes,
+  records, bytes). Opt-in: it opens an unauthenticated JMX port in the
   running broker, on 127.0.0.1, for the run (``jcmd ... ManagementAgent.start``; closed after the
   window). The counts are the whole broker's: the bench's own consumer and lag watcher, and
   anything else using the broker meanwhile, are in them.
@@ -943,6 +944,7 @@ def broker_requests_figures(
     rounds = broker_requests.rounds_between(before, after, round_ends)
     try:
         per_round = broker_requests.per_round(before, after, rounds)
+        topics = broker_requests.topics_per_round(before, after, rounds)
     except broker_requests.BrokerRequestsError as e:
         say(f"broker requests not measured: {e}")
         return {"error": str(e)}
@@ -954,6 +956,7 @@ def broker_requests_figures(
         "counts": {name: n for name, n in sorted(counts.items()) if n},
         "not_in_total": sorted(broker_requests.SUBSETS),
         "broker_ms_mean": broker_requests.mean_times_ms(before, after),
+        "topics_per_round": topics,
     }
 
 
@@ -976,6 +979,13 @@ def broker_requests_lines(figures: Mapping[str, Any] | None) -> list[str]:
     times = figures.get("broker_ms_mean", {})
     if timed := [name for name in per_round if name in times]:
         lines.append("    the broker's time a request, received to answered, mean ms: " + ", ".join(f"{n} {times[n]:.2f}" for n in timed))
+    if topics := figures.get("topics_per_round"):
+        lines.append(
+            "    what each topic took in a round (a partition write: a produce request's to one partition, a marker, a coordinator's record):"
+        )
+        for topic, taken in topics.items():
+            writes, records, kb = taken.get("partition_writes", 0), taken.get("records", 0), taken.get("bytes", 0) / 1024
+            lines.append(f"      {topic}: {writes:.2f} partition writes, {records:.2f} records, {kb:.2f} KB")
     return lines
 
 

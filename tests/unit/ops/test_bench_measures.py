@@ -2,7 +2,7 @@
 bench/procstat.py (which process listens on a port, CPU seconds, peak RSS, the stack's pid files
 refused when the pid is another program's), the issue's *sustained* (every group's lag slope
 under 1 event/s), the drain's end (nothing written, no group behind), and the broker's requests
-a round (bench/broker_requests.py: JmxTool's output read into counts by request type, two
+a round (bench/broker_requests.py: JmxTool's output read into counts by request type and by topic, two
 readings into figures a round), and what bench/profile_summary.py reads in a profile."""
 
 from __future__ import annotations
@@ -211,6 +211,45 @@ kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Heartbeat:Count=7
     assert broker_requests.mean_times_ms(broker_requests.parse(JMXTOOL_OUTPUT), after) == {"EndTxn": 1.5, "TxnOffsetCommit": 1.25}
 
 
+def test_what_each_topic_took_in_is_read_and_taken_a_round_between_two_readings() -> None:
+    topics = """kafka.server:type=BrokerTopicMetrics,name=TotalProduceRequestsPerSec,topic=baccarat.inputs:Count=600
+kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec,topic=baccarat.inputs:Count=1200
+kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=baccarat.inputs:Count=307200
+kafka.server:type=BrokerTopicMetrics,name=TotalProduceRequestsPerSec,topic=baccarat.table:Count=90
+kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec,topic=baccarat.table:Count=300
+kafka.server:type=BrokerTopicMetrics,name=BytesInPerSec,topic=baccarat.table:Count=90000
+kafka.server:type=BrokerTopicMetrics,name=TotalProduceRequestsPerSec,topic=baccarat.alerts:Count=4
+kafka.server:type=BrokerTopicMetrics,name=BytesOutPerSec,topic=baccarat.alerts:Count=999
+"""
+    before = broker_requests.parse(JMXTOOL_OUTPUT + topics)
+    assert before.counts == broker_requests.parse(JMXTOOL_OUTPUT).counts, "a topic's meter is not a request type"
+    assert before.topics["baccarat.inputs"] == {"partition_writes": 600, "records": 1200, "bytes": 307200}
+    assert before.topics["baccarat.alerts"] == {"partition_writes": 4}, "only the meters asked for"
+    later = (
+        topics.replace("inputs:Count=600", "inputs:Count=660")
+        .replace("inputs:Count=1200", "inputs:Count=1500")
+        .replace("inputs:Count=307200", "inputs:Count=614400")
+        .replace("table:Count=90\n", "table:Count=180\n")
+        .replace("table:Count=300", "table:Count=600")
+        .replace("table:Count=90000", "table:Count=180000")
+    )
+    after = broker_requests.parse(JMXTOOL_OUTPUT + later)
+    figures = broker_requests.topics_per_round(before, after, 30)
+    # The alerts took nothing between the readings: left out; the most partition writes first.
+    assert figures == {
+        "baccarat.table": {"partition_writes": 3.0, "records": 10.0, "bytes": 3000.0},
+        "baccarat.inputs": {"partition_writes": 2.0, "records": 10.0, "bytes": 10240.0},
+    }
+    assert list(figures) == ["baccarat.table", "baccarat.inputs"]
+    assert broker_requests.topics_per_round(before, after, 0) == {}
+    try:
+        broker_requests.topics_per_round(after, before, 30)
+    except broker_requests.BrokerRequestsError as e:
+        assert "baccarat.inputs" in str(e) and "baccarat.table" in str(e)
+    else:
+        raise AssertionError("a count that went down was taken for input")
+
+
 def test_jmxtool_output_without_counts_is_an_error_not_an_empty_reading() -> None:
     for text in ("", "time=1796204667729\n", JMXTOOL_OUTPUT.partition("\n")[2]):  # nothing; no meters; no time
         try:
@@ -263,6 +302,14 @@ def test_the_summary_has_the_broker_requests_a_round_only_when_asked_for() -> No
     assert len(lines) == 2, "no times read, no line of them"
     timed = pipeline.broker_requests_lines(figures | {"broker_ms_mean": {"EndTxn": 0.25, "Heartbeat": 3.0}})
     assert timed[2] == "    the broker's time a request, received to answered, mean ms: EndTxn 0.25"
+    assert figures["topics_per_round"] == {}, "no topic meters read, none taken"
+    taken = pipeline.broker_requests_lines(
+        figures | {"topics_per_round": {"baccarat.table": {"partition_writes": 2.0, "records": 10.0, "bytes": 3072.0}}}
+    )
+    assert taken[2:] == [
+        "    what each topic took in a round (a partition write: a produce request's to one partition, a marker, a coordinator's record):",
+        "      baccarat.table: 2.00 partition writes, 10.00 records, 3.00 KB",
+    ]
     assert pipeline.broker_requests_figures(None, before, after, []) is None
     assert pipeline.broker_requests_lines(None) == []
     failed = pipeline.broker_requests_figures(counts, None, None, [])
