@@ -2,8 +2,8 @@
 bench/procstat.py (which process listens on a port, CPU seconds, peak RSS, the stack's pid files
 refused when the pid is another program's), the issue's *sustained* (every group's lag slope
 under 1 event/s), the drain's end (nothing written, no group behind), and the broker's requests
-a round (bench/broker_requests.py: JmxTool's output read into counts by request type and by topic, two
-readings into figures a round), and what bench/profile_summary.py reads in a profile."""
+a round (bench/broker_requests.py: JmxTool's output read into counts by request type and by
+topic, two readings into figures a round), and what bench/profile_summary.py reads in a profile."""
 
 from __future__ import annotations
 
