@@ -31,9 +31,10 @@ import re
 import shutil
 import socket
 import subprocess
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from procstat import kafka_jvm
 
@@ -46,6 +47,7 @@ TIMES = "kafka.network:type=RequestMetrics,name=TotalTimeMs,request=*"
 TOPIC_METERS = {"TotalProduceRequestsPerSec": "partition_writes", "MessagesInPerSec": "records", "BytesInPerSec": "bytes"}
 TOPICS = [f"kafka.server:type=BrokerTopicMetrics,name={meter},topic=*" for meter in TOPIC_METERS]
 JMX_TOOL = "org.apache.kafka.tools.JmxTool"
+K = TypeVar("K", bound=Hashable)
 # Meters of requests another meter counts too (kafka.network.RequestChannel: a Fetch marks "Fetch"
 # and one of these), left out of the total.
 SUBSETS = frozenset({"FetchConsumer", "FetchFollower"})
@@ -211,14 +213,20 @@ def rounds_between(before: Reading, after: Reading, round_ends: Iterable[float])
     return sum(before.at <= t <= after.at for t in round_ends)
 
 
+def gained(before: Mapping[K, int], after: Mapping[K, int], name: Callable[[K], str] = str) -> dict[K, int]:
+    """What each cumulative count gained between two readings; an error naming (``name``) the
+    counts that went down (the broker restarted in between)."""
+    delta = {key: count - before.get(key, 0) for key, count in after.items()}
+    if fell := sorted(name(key) for key, d in delta.items() if d < 0):
+        raise BrokerRequestsError(f"counts went down between the readings ({', '.join(fell)}): did the broker restart?")
+    return delta
+
+
 def per_round(before: Reading, after: Reading, rounds: int) -> dict[str, float]:
     """Requests a round by type between the two readings (types with none left out, the busiest
     first), and ``total`` (without ``SUBSETS``: counted in Fetch already). Empty when no round
-    ended between them; an error when a count went down (the broker restarted in between)."""
-    delta = {name: count - before.counts.get(name, 0) for name, count in after.counts.items()}
-    fell = sorted(name for name, d in delta.items() if d < 0)
-    if fell:
-        raise BrokerRequestsError(f"the request counts went down between the readings ({', '.join(fell)}): did the broker restart?")
+    ended between them; an error when a count went down (``gained``)."""
+    delta = gained(before.counts, after.counts)
     if rounds <= 0:
         return {}
     figures = {name: d / rounds for name, d in sorted(delta.items(), key=lambda kv: (-kv[1], kv[0])) if d > 0}
@@ -229,18 +237,19 @@ def per_round(before: Reading, after: Reading, rounds: int) -> dict[str, float]:
 def topics_per_round(before: Reading, after: Reading, rounds: int) -> dict[str, dict[str, float]]:
     """What each topic took in a round between the two readings, by ``TOPIC_METERS``' names
     (topics that took nothing left out, the most partition writes first). Empty when no round
-    ended between them; an error when a count went down (the broker restarted in between)."""
-    delta = {
-        topic: {name: count - before.topics.get(topic, {}).get(name, 0) for name, count in counts.items()}
-        for topic, counts in after.topics.items()
-    }
-    fell = sorted(topic for topic, counts in delta.items() if min(counts.values(), default=0) < 0)
-    if fell:
-        raise BrokerRequestsError(f"a topic's counts went down between the readings ({', '.join(fell)}): did the broker restart?")
+    ended between them; an error when a count went down (``gained``)."""
+    delta = gained(_by_topic_meter(before), _by_topic_meter(after), name=" ".join)
     if rounds <= 0:
         return {}
-    taken = {topic: {name: d / rounds for name, d in counts.items()} for topic, counts in delta.items() if any(counts.values())}
-    return dict(sorted(taken.items(), key=lambda kv: (-kv[1].get("partition_writes", 0), kv[0])))
+    taken: dict[str, dict[str, float]] = {}
+    for (topic, meter), d in delta.items():
+        taken.setdefault(topic, {})[meter] = d / rounds
+    busy = {topic: figures for topic, figures in taken.items() if any(figures.values())}
+    return dict(sorted(busy.items(), key=lambda kv: (-kv[1].get("partition_writes", 0), kv[0])))
+
+
+def _by_topic_meter(reading: Reading) -> dict[tuple[str, str], int]:
+    return {(topic, meter): count for topic, counts in reading.topics.items() for meter, count in counts.items()}
 
 
 def mean_times_ms(before: Reading, after: Reading) -> dict[str, float]:

@@ -27,8 +27,9 @@ simulator playing live into them. Three measurements:
   readings; ``bench/broker_requests.py``), the broker's mean time a request of each type over
   the window, received to answered, and what each topic took in a round (partition writes,
   records, bytes). Opt-in: it opens an unauthenticated JMX port in the running broker, on
-  127.0.0.1, for the run (``jcmd ... ManagementAgent.start``; closed after the window). The counts are the whole broker's: the bench's own consumer and lag watcher, and
-  anything else using the broker meanwhile, are in them.
+  127.0.0.1, for the run (``jcmd ... ManagementAgent.start``; closed after the window). The
+  counts are the whole broker's: the bench's own consumer and lag watcher, and anything else
+  using the broker meanwhile, are in them.
 - ``full-speed``: T tables x S shoes played as fast as the reader and broker take them
   (``--pace 0``); events/s through every topic and every consumer group, and end to end (until
   the detectors have consumed everything).
@@ -947,7 +948,7 @@ def broker_requests_figures(
     except broker_requests.BrokerRequestsError as e:
         say(f"broker requests not measured: {e}")
         return {"error": str(e)}
-    counts = {name: after.counts[name] - before.counts.get(name, 0) for name in after.counts}
+    counts = broker_requests.gained(before.counts, after.counts)
     return {
         "per_round": per_round,
         "rounds": rounds,
