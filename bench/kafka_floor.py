@@ -11,9 +11,12 @@ no rules, no signatures.
   11), spread evenly over the inputs.
 - A feeder (another child process): a ``Publisher``'s producer (not transactional) sending
   ``--rate`` records a second, each at its time, 250-byte values keyed by ``--tables`` table ids
-  (the shape of a card read). Its cost per record is the floor under a service that only
-  produces (the shoe-reader). ``--feeder librdkafka``: the feeder is the simulated floor's
-  devices' producer instead (``floor_producer.DeviceProducer``, confluent-kafka), to compare.
+  (the shape of a card read), each beginning with the time it was sent. Its cost per record is
+  the floor under a service that only produces (the shoe-reader). ``--feeder librdkafka``: the
+  feeder is the simulated floor's devices' producer instead (``floor_producer.DeviceProducer``,
+  confluent-kafka), to compare.
+- ``--relay`` reads several topics given by commas, as the table-controller reads the shoes' and
+  the consoles' (``bench/clients_floor.py`` chains two relays and a faust worker).
 
 After ``--warm-up`` s, over ``--seconds``: the CPU (utime + stime from /proc) of the relay, of the
 feeder and of the broker (the process listening on the bootstrap port), per input record and as a
@@ -39,6 +42,7 @@ import json
 import os
 import select
 import signal
+import struct
 import subprocess
 import sys
 import time
@@ -57,6 +61,7 @@ from surveil.runtime.kafka import partition_for, producer_config
 
 PARTITIONS = 6  # the shared topics' count
 VALUE_BYTES = 250  # a card read's event
+SENT_AT = struct.Struct("<d")  # a fed value's first bytes: when it was sent (time.time())
 
 
 def say(line: str) -> None:
@@ -81,7 +86,8 @@ def _report_on_sigusr1(counts: list[tuple[int, ...]]) -> None:
 
 
 def relay(source: str, sink: str, group: str, ratio: float, gather_ms: float) -> None:
-    """Child process: ``KafkaRunner``'s clients and loop, relaying ``source`` to ``sink``."""
+    """Child process: ``KafkaRunner``'s clients and loop, relaying ``source`` (topics, by commas)
+    to ``sink``."""
     settings = Settings.from_env("kafka-floor-relay")
     member = f"{group}-{settings.instance_id}"
     consumer = KafkaConsumer(
@@ -102,7 +108,7 @@ def relay(source: str, sink: str, group: str, ratio: float, gather_ms: float) ->
     counts: list[tuple[int, ...]] = [(0, 0, 0)]  # records read, records written, transactions
     stop = _stop_on_signals()
     _report_on_sigusr1(counts)
-    consumer.subscribe([source])
+    consumer.subscribe(source.split(","))
     while not consumer.assignment() and not stop[0]:
         consumer.poll(timeout_ms=200)
     print("ready", flush=True)
@@ -150,7 +156,7 @@ def feeder(topic: str, rate: float, tables: int, client: str) -> None:
     else:
         producer = DeviceProducer(settings)
         producer.prepare(topic)
-    value = b"x" * VALUE_BYTES
+    padding = b"x" * (VALUE_BYTES - 8)
     keys = [f"T{n:04d}".encode() for n in range(1, tables + 1)]
     counts: list[tuple[int, ...]] = [(0,)]
     stop = _stop_on_signals()
@@ -159,6 +165,7 @@ def feeder(topic: str, rate: float, tables: int, client: str) -> None:
     started, sent = time.monotonic(), 0
     try:
         while not stop[0]:
+            value = SENT_AT.pack(time.time()) + padding  # read by bench/clients_floor.py's worker
             producer.send(topic, key=keys[sent % tables], value=value, headers=[])
             sent += 1
             counts[0] = (sent,)

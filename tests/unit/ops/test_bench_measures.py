@@ -3,7 +3,8 @@ bench/procstat.py (which process listens on a port, CPU seconds, peak RSS, the s
 refused when the pid is another program's), the issue's *sustained* (every group's lag slope
 under 1 event/s), the drain's end (nothing written, no group behind), and the broker's requests
 a round (bench/broker_requests.py: JmxTool's output read into counts by request type and by
-topic, two readings into figures a round), and what bench/profile_summary.py reads in a profile."""
+topic, two readings into figures a round), what bench/profile_summary.py reads in a profile, and
+the ages bench/clients_floor.py summarises."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ BENCH = Path(__file__).resolve().parents[3] / "bench"
 sys.path.insert(0, str(BENCH))
 
 import broker_requests  # noqa: E402
+import clients_floor  # noqa: E402
 import floor_producer  # noqa: E402
 import pipeline  # noqa: E402
 import procstat  # noqa: E402
@@ -529,3 +531,22 @@ def test_instances_are_counted_for_every_consumer_service_or_by_service() -> Non
     detectors = {"anomaly-detection": 2}
     assert pipeline.instance_names("anomaly-detection", detectors) == ["anomaly-detection-1", "anomaly-detection-2"]
     assert pipeline.instance_names("table-controller", detectors) == ["table-controller"]
+
+
+def test_the_ages_of_the_records_sent_in_the_window_are_summed_up_and_the_others_left_out() -> None:
+    # sent at, age: 100 records sent in the window [10, 20) (ages 1 - 100 ms, the later half the
+    # older), and two sent outside it whose ages would move every figure.
+    kept: list[float] = [9.9, 5.0]
+    for n in range(100):
+        kept += [10 + n / 10, (n + 1) / 1000]
+    kept += [20.0, 7.0]
+    summary = clients_floor.ages_summary(kept, 10.0, 20.0)
+    assert summary == {
+        "records": 100,
+        "p50_ms": 51.0,
+        "p99_ms": 100.0,
+        "within_100ms": 1.0,
+        "p50_ms_halves": [26.0, 76.0],
+    }
+    assert clients_floor.ages_summary(kept, 30.0, 40.0) == {"records": 0}
+    assert clients_floor.ages_summary([10.0, 0.1001, 10.5, 0.05], 10.0, 20.0)["within_100ms"] == 0.5
