@@ -263,6 +263,7 @@ def main() -> None:
     latency = {role: ages_summary(ages.get(role, []), sent_from, sent_to) for role in WATCHED}
     relayed = {role: [b - a for a, b in zip(relayed0[role], relayed1[role])] for role in relays}
     result: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d %H:%M", time.gmtime(sent_from)),  # the window's start, UTC
         "tables": args.tables,
         "rounds_per_s": round(rounds_per_s, 2),
         "window_s": round(window, 1),
