@@ -16,6 +16,9 @@ services' work: no decoding, no signatures, no rules, no Redis, no state, no met
   ``FETCH_GATHER_MS``) whose agent reads shoe, table and settlement and forwards ``--facts`` of
   them to a facts topic, which a second agent reads; neither does anything else.
 
+``--relay-client librdkafka``: the relays on librdkafka (confluent-kafka) instead, the same
+settings and loop (``kafka_floor.relay_librdkafka``), to compare with the services' client.
+
 The defaults are the live pipeline's records a round, at any floor size (1,000 tables in
 ``bench/results/run-2026-12-06-1000-4min-topics.json``): the card reads, the consoles' records
 and the facts as the broker counted them, the table and settlement records as the detectors read
@@ -171,6 +174,12 @@ def main() -> None:
     parser.add_argument("--table-out", type=float, default=0.42, help="table records per shoe or input record read")
     parser.add_argument("--settlement-out", type=float, default=0.62, help="settlement records per table record read")
     parser.add_argument("--facts", type=float, default=0.22, help="facts per record the detectors read")
+    parser.add_argument(
+        "--relay-client",
+        choices=("kafka-python", "librdkafka"),
+        default="kafka-python",
+        help="the relays' client (the services': kafka-python; librdkafka to compare)",
+    )
     parser.add_argument("--json", type=Path, help="append the result here as one JSON line")
     parser.add_argument("--worker", nargs=3, metavar=("NAMES", "GROUP", "AGES"), help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -194,7 +203,7 @@ def main() -> None:
     ages_file = Path(f"/tmp/{prefix}-ages.json")
     children: dict[str, subprocess.Popen[bytes]] = {}
     say(
-        f"{args.tables} tables, a round every {args.pace:g} s ({rounds_per_s:.1f} rounds/s); relays gathering "
+        f"{args.tables} tables, a round every {args.pace:g} s ({rounds_per_s:.1f} rounds/s); {args.relay_client} relays gathering "
         f"{settings.kafka_gather_ms} ms, the worker's fetches {settings.fetch_gather_ms} ms; log /tmp/{prefix}.log"
     )
     try:
@@ -204,7 +213,19 @@ def main() -> None:
         }
         for role, (source, sink, ratio) in relays.items():
             children[role] = _child(
-                ["--outputs", str(ratio), "--gather-ms", str(settings.kafka_gather_ms), "--relay", source, sink, groups[role]], log
+                [
+                    "--outputs",
+                    str(ratio),
+                    "--gather-ms",
+                    str(settings.kafka_gather_ms),
+                    "--relay-client",
+                    args.relay_client,
+                    "--relay",
+                    source,
+                    sink,
+                    groups[role],
+                ],
+                log,
             )
         children["detectors"] = subprocess.Popen(
             [sys.executable, __file__, "--facts", str(args.facts), "--worker", json.dumps(names), groups["detectors"], str(ages_file)],
@@ -267,6 +288,7 @@ def main() -> None:
         "tables": args.tables,
         "rounds_per_s": round(rounds_per_s, 2),
         "window_s": round(window, 1),
+        "relay_client": args.relay_client,
         "kafka_gather_ms": settings.kafka_gather_ms,
         "fetch_gather_ms": settings.fetch_gather_ms,
         "per_round": {

@@ -54,7 +54,7 @@ from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
-from floor_producer import DeviceProducer
+from floor_producer import DeviceProducer, librdkafka_config
 from procstat import load_average, proc_cpu_seconds, stack_pids
 from surveil.runtime.config import UNMETERED, Settings
 from surveil.runtime.kafka import partition_for, producer_config
@@ -147,6 +147,70 @@ def relay(source: str, sink: str, group: str, ratio: float, gather_ms: float) ->
         producer.close()
 
 
+def relay_librdkafka(source: str, sink: str, group: str, ratio: float, gather_ms: float) -> None:
+    """Child process: the same relay on librdkafka (confluent-kafka), the client the services do
+    not use: what kafka-python's relay costs, in another client. The same settings, translated
+    (``floor_producer.librdkafka_config``), and the same loop: a batch, then one transaction with
+    its outputs and offsets."""
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka import TopicPartition as Partition
+
+    settings = Settings.from_env("kafka-floor-relay")
+    member = f"{group}-{settings.instance_id}"
+    consumer = Consumer(
+        librdkafka_config(settings.kafka_client())
+        | {
+            "group.id": group,
+            "group.instance.id": member,
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "auto.offset.reset": "latest",  # as the kafka-python relay
+        }
+    )
+    # librdkafka wants a transaction's timeout no shorter than a record's delivery timeout.
+    producer_settings = librdkafka_config(producer_config(settings))
+    producer = Producer(producer_settings | {"transactional.id": member, "transaction.timeout.ms": producer_settings["message.timeout.ms"]})
+    producer.init_transactions()
+    counts: list[tuple[int, ...]] = [(0, 0, 0)]
+    stop = _stop_on_signals()
+    _report_on_sigusr1(counts)
+    consumer.subscribe(source.split(","))
+    while not consumer.assignment() and not stop[0]:
+        consumer.consume(num_messages=1, timeout=0.2)  # nothing is fed before "ready"
+    print("ready", flush=True)
+    due = 0.0
+    try:
+        while not stop[0]:
+            # As kafka-python's poll: back at the first record, with what else was fetched
+            # (consume alone waits out its timeout unless 5,000 came).
+            first = consumer.poll(0.2)
+            if first is None:
+                continue
+            records = [first, *consumer.consume(num_messages=4999, timeout=0)]
+            producer.begin_transaction()
+            offsets: dict[tuple[str, int], int] = {}
+            written = 0
+            for record in records:
+                if record.error() is not None:
+                    raise SystemExit(f"a record in error: {record.error()}")
+                due += ratio
+                while due >= 1:
+                    key = record.key()
+                    producer.produce(sink, record.value(), key, partition=partition_for(key, PARTITIONS))
+                    written += 1
+                    due -= 1
+                offsets[record.topic(), record.partition()] = record.offset() + 1
+            committed = [Partition(topic, partition, offset) for (topic, partition), offset in offsets.items()]
+            producer.send_offsets_to_transaction(committed, consumer.consumer_group_metadata())
+            producer.commit_transaction()  # raises if the broker aborted it
+            done_in, done_out, done_tx = counts[0]
+            counts[0] = (done_in + len(records), done_out + written, done_tx + 1)
+            if gather_ms:
+                time.sleep(gather_ms / 1000)
+    finally:
+        consumer.close()
+
+
 def feeder(topic: str, rate: float, tables: int, client: str) -> None:
     """Child process: a ``Publisher``'s producer (``client`` kafka-python) or the simulated
     floor's (librdkafka) sending ``rate`` records a second to ``topic``, each at its time."""
@@ -229,12 +293,13 @@ def main() -> None:
     parser.add_argument("--records-per-round", type=float, default=18.6, help="records a service reads a round")
     parser.add_argument("--feeder", choices=("kafka-python", "librdkafka"), default="kafka-python", help="the feeder's client")
     parser.add_argument("--json", type=Path, help="append the result here as one JSON line")
+    parser.add_argument("--relay-client", choices=("kafka-python", "librdkafka"), default="kafka-python", help="the relay's client")
     parser.add_argument("--relay", nargs=3, metavar=("SOURCE", "SINK", "GROUP"), help=argparse.SUPPRESS)
     parser.add_argument("--feed", metavar="TOPIC", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.relay:
         source, sink, group = args.relay
-        relay(source, sink, group, args.outputs, args.gather_ms)
+        (relay if args.relay_client == "kafka-python" else relay_librdkafka)(source, sink, group, args.outputs, args.gather_ms)
         return
     if args.feed:
         feeder(args.feed, args.rate, args.tables, args.feeder)
@@ -251,7 +316,21 @@ def main() -> None:
     log = open(f"/tmp/{group}.log", "w")
     children: list[subprocess.Popen[bytes]] = []
     try:
-        relayer = _child(["--outputs", str(args.outputs), "--gather-ms", str(args.gather_ms), "--relay", source, sink, group], log)
+        relayer = _child(
+            [
+                "--outputs",
+                str(args.outputs),
+                "--gather-ms",
+                str(args.gather_ms),
+                "--relay-client",
+                args.relay_client,
+                "--relay",
+                source,
+                sink,
+                group,
+            ],
+            log,
+        )
         children.append(relayer)
         _line(relayer, 120, "readiness")
         fed = None
@@ -297,6 +376,7 @@ def main() -> None:
         "outputs_per_record": args.outputs,
         "gather_ms": args.gather_ms,
         "feeder": args.feeder,
+        "relay_client": args.relay_client,
         "fed": fed_count,
         "read": read,
         "written": written,

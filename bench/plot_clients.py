@@ -33,11 +33,12 @@ PLACES = {
 
 
 def clients_runs(path: Path, tables: int) -> list[dict[str, float]]:
-    """Each run's CPU ms a round by the process it stands for, gathering as the services do."""
+    """Each run's CPU ms a round by the process it stands for, with the services' client and
+    gathering."""
     runs = []
     for line in path.read_text().splitlines():
         run = json.loads(line)
-        if run["tables"] == tables and run["kafka_gather_ms"] > 0:
+        if run["tables"] == tables and run["kafka_gather_ms"] > 0 and run.get("relay_client", "kafka-python") == "kafka-python":
             runs.append({PLACES[name]: ms for name, ms in run["cpu_ms_per_round"].items() if name in PLACES})
     return runs
 
