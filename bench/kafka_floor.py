@@ -17,6 +17,8 @@ no rules, no signatures.
   confluent-kafka), to compare.
 - ``--relay`` reads several topics given by commas, as the table-controller reads the shoes' and
   the consoles' (``bench/clients_floor.py`` chains two relays and a faust worker).
+- ``--relay-client librdkafka``: the relay on librdkafka (confluent-kafka), which the services do
+  not use: the same settings, translated, and the same loop, to compare.
 
 After ``--warm-up`` s, over ``--seconds``: the CPU (utime + stime from /proc) of the relay, of the
 feeder and of the broker (the process listening on the bootstrap port), per input record and as a
