@@ -222,7 +222,7 @@ def feeder(topic: str, rate: float, tables: int, client: str) -> None:
     else:
         producer = DeviceProducer(settings)
         producer.prepare(topic)
-    padding = b"x" * (VALUE_BYTES - 8)
+    padding = b"x" * (VALUE_BYTES - SENT_AT.size)
     keys = [f"T{n:04d}".encode() for n in range(1, tables + 1)]
     counts: list[tuple[int, ...]] = [(0,)]
     stop = _stop_on_signals()
