@@ -64,7 +64,7 @@ def main() -> None:
     names = [name for name in ORDER if any(name in run for _, run in bars)]
     names += sorted({name for _, run in bars for name in run} - set(names))
 
-    figure, axes = plt.subplots(figsize=(8, 4.5))
+    figure, axes = plt.subplots(figsize=(3.5 + 1.1 * len(bars), 4.5))
     bottoms = [0.0] * len(bars)
     for name in names:
         heights = [run.get(name, 0.0) for _, run in bars]
