@@ -240,6 +240,7 @@ def main() -> None:
             rate = per_round * rounds_per_s
             children[role] = _child(["--rate", str(rate), "--tables", str(args.tables), "--feeder", client, "--feed", names[role]], log)
             _line(children[role], 60, f"the {role} feeder's readiness")
+        say(f"fed; warming up {args.warm_up:.0f} s, then measuring {args.seconds:.0f} s")
         time.sleep(args.warm_up)
         pids = {name: child.pid for name, child in children.items()} | {"broker": broker}
         cpu0, load0, t0, sent_from = (
@@ -249,6 +250,7 @@ def main() -> None:
             time.time(),
         )
         relayed0 = {role: _counts(children[role]) for role in relays}
+        say(f"measuring until {time.strftime('%H:%M:%S', time.localtime(sent_from + args.seconds))}")
         time.sleep(args.seconds)
         cpu1, t1, sent_to = {name: proc_cpu_seconds(pid) for name, pid in pids.items()}, time.monotonic(), time.time()
         relayed1 = {role: _counts(children[role]) for role in relays}
