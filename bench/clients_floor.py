@@ -54,8 +54,9 @@ from typing import IO, Any
 
 from kafka.admin import KafkaAdminClient, NewTopic
 
-from kafka_floor import PARTITIONS, SENT_AT, _child, _counts, _lag, _line
-from procstat import load_average, proc_cpu_seconds, stack_pids
+from faust_floor import floor_app, run_worker
+from kafka_floor import PARTITIONS, SENT_AT, _child, _counts, _lag, _line, broker_pid
+from procstat import load_average, proc_cpu_seconds
 from surveil.runtime.config import Settings
 
 ROLES = ("shoe", "inputs", "table", "settlement")  # the topics fed and relayed, in the pipeline's order
@@ -70,27 +71,8 @@ def worker(names: dict[str, str], group: str, facts_ratio: float, ages_file: str
     """Child process: a faust worker reading the watched topics, forwarding ``facts_ratio`` of
     their records to the facts topic, keeping each record's (sent at, age); on the parent's ask
     (``ages_file`` + ".ask" made), it writes them to ``ages_file``."""
-    import mode.loop
-
-    mode.loop.use("uvloop")  # as the detectors' service.main does, before faust makes its loop
-    from surveil.anomaly_detection.transport import App
-
     settings = Settings.from_env("anomaly-detection")
-    app = App(  # the detectors' app class and transport, with their settings that bear on a record's cost
-        group,
-        broker=f"kafka://{settings.kafka_bootstrap}",
-        broker_credentials=settings.faust_credentials(),
-        store="memory://",
-        topic_partitions=PARTITIONS,
-        key_serializer="raw",
-        value_serializer="raw",
-        web_enabled=False,
-        consumer_auto_offset_reset="latest",
-        producer_acks=-1,
-        broker_commit_interval=settings.commit_interval_ms / 1000,
-        datadir=f"/tmp/{group}",
-    )
-    app.fetch_gather_ms = settings.fetch_gather_ms  # the detectors' FETCH_GATHER_MS
+    app = floor_app(group, settings.fetch_gather_ms, "uvloop")  # the detectors' FETCH_GATHER_MS and loop
     source = app.topic(*(names[role] for role in WATCHED), key_type=bytes, value_type=bytes)
     facts = app.topic(names["facts"], key_type=bytes, value_type=bytes)
     role_of = {names[role]: role for role in WATCHED}
@@ -123,8 +105,7 @@ def worker(names: dict[str, str], group: str, facts_ratio: float, ages_file: str
             os.replace(ages_file + ".tmp", ages_file)
             os.unlink(ages_file + ".ask")
 
-    sys.argv = [sys.argv[0], "worker", "--loglevel", "warn"]
-    app.main()
+    run_worker(app)
 
 
 def _ages(ages_file: Path, worker_process: subprocess.Popen[bytes], timeout: float = 30) -> dict[str, list[float]]:
@@ -189,7 +170,7 @@ def main() -> None:
         return
 
     settings = Settings.from_env("bench")
-    broker = stack_pids(settings.kafka_bootstrap, settings.redis_url, int(os.environ.get("PROMETHEUS_PORT", "9090"))).get("kafka")
+    broker = broker_pid(settings)
     if broker is None:
         raise SystemExit(f"the broker's process is not found (listening on {settings.kafka_bootstrap}, or in .stack/)")
     rounds_per_s = args.tables / args.pace

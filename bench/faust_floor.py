@@ -22,13 +22,16 @@ import subprocess
 import sys
 import time
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka import KafkaProducer
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from procstat import load_average, proc_cpu_seconds
 from surveil.runtime.config import Settings, kafka_client_config
+
+if TYPE_CHECKING:
+    import faust  # imported by the worker only after its loop is chosen
 
 WARM_UP_S = 20.0
 PARTITIONS = 6  # the shared topics' count
@@ -38,15 +41,16 @@ def say(line: str) -> None:
     print(f"[faust-floor] {line}", file=sys.stderr, flush=True)
 
 
-def worker(topic: str, group: str, gather_ms: int, loop: str) -> None:
-    """Child process: a faust worker whose agent reads ``topic`` and does nothing."""
+def floor_app(group: str, gather_ms: int, loop: str) -> faust.App:
+    """A faust app built as the detectors' (their app class and transport, with their settings
+    that bear on a record's cost), its fetches gathering ``gather_ms`` (their FETCH_GATHER_MS)."""
     import mode.loop
 
     mode.loop.use(loop)  # as the detectors' service.main does, before faust makes its loop
     from surveil.anomaly_detection.transport import App
 
     settings = Settings.from_env("anomaly-detection")
-    app = App(  # the detectors' app class and transport, with their settings that bear on a record's cost
+    app = App(
         group,
         broker=f"kafka://{settings.kafka_bootstrap}",
         broker_credentials=settings.faust_credentials(),
@@ -56,19 +60,30 @@ def worker(topic: str, group: str, gather_ms: int, loop: str) -> None:
         value_serializer="raw",
         web_enabled=False,
         consumer_auto_offset_reset="latest",
+        producer_acks=-1,
         broker_commit_interval=settings.commit_interval_ms / 1000,
         datadir=f"/tmp/{group}",
     )
+    app.fetch_gather_ms = gather_ms
+    return app
+
+
+def run_worker(app: faust.App) -> None:
+    sys.argv = [sys.argv[0], "worker", "--loglevel", "warn"]
+    app.main()
+
+
+def worker(topic: str, group: str, gather_ms: int, loop: str) -> None:
+    """Child process: a faust worker whose agent reads ``topic`` and does nothing."""
+    app = floor_app(group, gather_ms, loop)
     source = app.topic(topic, key_type=bytes, value_type=bytes)
 
-    @app.agent(source)  # type: ignore[misc]
+    @app.agent(source)
     async def nothing(stream: Any) -> None:
         async for _ in stream.events():
             pass
 
-    app.fetch_gather_ms = gather_ms  # the detectors' FETCH_GATHER_MS
-    sys.argv = [sys.argv[0], "worker", "--loglevel", "warn"]
-    app.main()
+    run_worker(app)
 
 
 def main() -> None:

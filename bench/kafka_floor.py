@@ -242,6 +242,11 @@ def feeder(topic: str, rate: float, tables: int, client: str) -> None:
         producer.close()
 
 
+def broker_pid(settings: Settings) -> int | None:
+    """The broker's process: the one listening on the bootstrap port, or the stack's."""
+    return stack_pids(settings.kafka_bootstrap, settings.redis_url, int(os.environ.get("PROMETHEUS_PORT", "9090"))).get("kafka")
+
+
 def _child(args: list[str], log: IO[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, __file__, *args],
@@ -308,7 +313,7 @@ def main() -> None:
         return
 
     settings = Settings.from_env("bench")
-    broker = stack_pids(settings.kafka_bootstrap, settings.redis_url, int(os.environ.get("PROMETHEUS_PORT", "9090"))).get("kafka")
+    broker = broker_pid(settings)
     if broker is None:
         say(f"the broker's process is not found (listening on {settings.kafka_bootstrap}, or in .stack/): not measured")
     run = uuid.uuid4().hex[:8]
