@@ -22,6 +22,10 @@ raise; it is made once and kept (``--log``).
 - skeleton: the same one-process replay with every handler of the table watch doing nothing, paired
   with the floor the same way: what reading the log, dealing each event to its table's watch and
   the window of seen event ids cost before any rule is checked.
+- least: the least any Python replay does with a line, paired with the floor the same way: decode
+  it, find its table, keep its id in the table's window of recent ids (a duplicate skipped), and
+  call one function that does one lookup. Its share of the floor is the most a replay that keeps
+  state and checks rules in Python could reach.
 - by type: the log's events decoded once (and set aside from the garbage collector), then fed to
   the detectors (``FloorWatch.feed``: the table watch, its window of seen ids, the patron and
   dealer charts, the alerts) one at a time, each feed timed and summed by event type: µs an event
@@ -48,7 +52,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections import Counter
+from collections import Counter, deque
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -147,6 +151,55 @@ def skeleton(lines: list[bytes], repeat: int) -> dict[str, Any]:
             result, wall, _, floor = after_floor(lines, lambda: replay(iter(lines)))
             runs.append((wall, floor))
             events = result.events
+    return shares(events, runs)
+
+
+class _LeastTable:
+    """A table as the least a replay keeps of it: its last ``RECENT_IDS`` event ids, and a place
+    for its rounds."""
+
+    __slots__ = ("ids", "oldest_first", "rounds")
+
+    def __init__(self) -> None:
+        self.ids: set[str] = set()
+        self.oldest_first: deque[str] = deque()
+        self.rounds: dict[str, Any] = {}
+
+
+def _least_check(table: _LeastTable, event: Any) -> None:
+    table.rounds.get(event.id)  # one lookup: less than any rule does
+
+
+def least_replay(lines: list[bytes]) -> int:
+    """The least any Python replay does with a line: decode it (the floor), find its table, keep
+    its id in the table's window of recent ids (and skip it if already there), and call one
+    function for it that does one lookup. What that costs beyond the floor is spent before any
+    state is kept or any rule checked. The events fed."""
+    decode, tables, checks, fed = codec.decode, dict[str, _LeastTable](), dict.fromkeys(codec.EVENT_TYPES.values(), _least_check), 0
+    for line in lines:
+        try:
+            event = decode(line)
+        except codec.InvalidEventError:
+            continue
+        table = tables.get(event.subject)
+        if table is None:
+            table = tables[event.subject] = _LeastTable()
+        if event.id in table.ids:
+            continue
+        table.ids.add(event.id)
+        table.oldest_first.append(event.id)
+        if len(table.oldest_first) > watch.RECENT_IDS:
+            table.ids.discard(table.oldest_first.popleft())
+        checks[type(event)](table, event)
+        fed += 1
+    return fed
+
+
+def least(lines: list[bytes], repeat: int) -> dict[str, Any]:
+    runs, events = [], 0
+    for _ in range(repeat):
+        events, wall, _, floor = after_floor(lines, lambda: least_replay(lines))
+        runs.append((wall, floor))
     return shares(events, runs)
 
 
@@ -296,6 +349,7 @@ def main() -> None:
     if not args.skip_offline:
         result["decode"] = decode_floor(lines, args.repeat)
         result["skeleton"] = skeleton(lines, args.repeat)
+        result["least"] = least(lines, args.repeat)
         result["detectors_by_type"] = by_type(lines, args.repeat)
     result["offline"] = offline(
         path, lines, 1 if args.skip_offline else args.repeat, [int(n) for n in dict.fromkeys(args.workers.split(","))]
@@ -320,6 +374,10 @@ def main() -> None:
         figures = result["skeleton"]
         print(
             f"the replay's skeleton (every handler doing nothing), 1 worker: best {max(figures['events_per_s']):,.0f} events/s; {of_floor(figures)}"
+        )
+        figures = result["least"]
+        print(
+            f"the least a Python replay does (decode, table, id window, one lookup): best {max(figures['events_per_s']):,.0f} events/s; {of_floor(figures)}"
         )
     if args.json:
         with args.json.open("a") as out:

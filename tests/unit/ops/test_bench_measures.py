@@ -3,8 +3,8 @@ bench/procstat.py (which process listens on a port, CPU seconds, peak RSS, the s
 refused when the pid is another program's), the issue's *sustained* (every group's lag slope
 under 1 event/s), the drain's end (nothing written, no group behind), and the broker's requests
 a round (bench/broker_requests.py: JmxTool's output read into counts by request type and by
-topic, two readings into figures a round), what bench/profile_summary.py reads in a profile, and
-the ages bench/clients_floor.py summarises."""
+topic, two readings into figures a round), what bench/profile_summary.py reads in a profile, the
+ages bench/clients_floor.py summarises, and the least a Python replay does (bench/replay.py)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,13 @@ from typing import Any
 
 import pytest
 
+from surveil.detect import watch
+from surveil.embedded.record import record
+from surveil.events import codec
+from surveil.events import models as m
 from surveil.runtime.config import Settings
 from surveil.runtime.kafka import producer_config
+from surveil.sim.floor import Floor
 
 BENCH = Path(__file__).resolve().parents[3] / "bench"
 sys.path.insert(0, str(BENCH))
@@ -31,6 +36,7 @@ import floor_producer  # noqa: E402
 import pipeline  # noqa: E402
 import procstat  # noqa: E402
 import profile_summary  # noqa: E402
+import replay as replay_bench  # noqa: E402
 
 
 def test_the_process_listening_on_a_port_is_found_and_a_closed_port_has_none() -> None:
@@ -550,3 +556,15 @@ def test_the_ages_of_the_records_sent_in_the_window_are_summed_up_and_the_others
     }
     assert clients_floor.ages_summary(kept, 30.0, 40.0) == {"records": 0}
     assert clients_floor.ages_summary([10.0, 0.1001, 10.5, 0.05], 10.0, 20.0)["within_100ms"] == 0.5
+
+
+def test_the_least_replay_feeds_each_event_once_within_a_tables_window_of_recent_ids() -> None:
+    events: list[m.Event] = []
+    record(Floor(tables=1, shoes=1, seed=3), events.append, lambda label: None)
+    lines = [codec.encode(event) for event in events]
+    assert len(lines) > watch.RECENT_IDS + 1
+    assert replay_bench.least_replay(lines) == len(lines)
+    again_at_once = [lines[0], lines[0], b"not json", *lines[1:]]
+    assert replay_bench.least_replay(again_at_once) == len(lines)  # the copy within the window, and the bad line, skipped
+    again_long_after = [*lines, lines[0]]
+    assert replay_bench.least_replay(again_long_after) == len(lines) + 1  # out of the window: fed again, as the watch would
