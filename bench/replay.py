@@ -58,7 +58,6 @@ from typing import Any
 from unittest import mock
 
 import msgspec
-import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pipeline import Alerts, Offsets, Pipeline, load_average, proc_cpu_seconds, stop_watching
@@ -129,6 +128,8 @@ def shares(events: int, runs: list[tuple[float, float]]) -> dict[str, Any]:
 
 
 def decode_floor(lines: list[bytes], repeat: int) -> dict[str, Any]:
+    import orjson  # the bench extra's, here only: the tests import this module without it
+
     untyped = msgspec.json.Decoder()
     ways = {
         "json.loads": lambda: each(json.loads, lines),
