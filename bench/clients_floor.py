@@ -55,7 +55,7 @@ from typing import IO, Any
 from kafka.admin import KafkaAdminClient, NewTopic
 
 from faust_floor import floor_app, run_worker
-from kafka_floor import PARTITIONS, SENT_AT, _child, _counts, _lag, _line, broker_pid
+from kafka_floor import PARTITIONS, SENT_AT, _child, _counts, _lag, _line, broker_pid, relay_child
 from procstat import load_average, proc_cpu_seconds
 from surveil.runtime.config import Settings
 
@@ -193,21 +193,7 @@ def main() -> None:
             "settlement": (names["table"], names["settlement"], args.settlement_out),
         }
         for role, (source, sink, ratio) in relays.items():
-            children[role] = _child(
-                [
-                    "--outputs",
-                    str(ratio),
-                    "--gather-ms",
-                    str(settings.kafka_gather_ms),
-                    "--relay-client",
-                    args.relay_client,
-                    "--relay",
-                    source,
-                    sink,
-                    groups[role],
-                ],
-                log,
-            )
+            children[role] = relay_child(source, sink, groups[role], ratio, settings.kafka_gather_ms, args.relay_client, log)
         children["detectors"] = subprocess.Popen(
             [sys.executable, __file__, "--facts", str(args.facts), "--worker", json.dumps(names), groups["detectors"], str(ages_file)],
             stdout=log,

@@ -247,6 +247,12 @@ def broker_pid(settings: Settings) -> int | None:
     return stack_pids(settings.kafka_bootstrap, settings.redis_url, int(os.environ.get("PROMETHEUS_PORT", "9090"))).get("kafka")
 
 
+def relay_child(source: str, sink: str, group: str, ratio: float, gather_ms: float, client: str, log: IO[str]) -> subprocess.Popen[bytes]:
+    """A relay (``relay`` or ``relay_librdkafka``, by ``client``) in a child process."""
+    args = ["--outputs", str(ratio), "--gather-ms", str(gather_ms), "--relay-client", client, "--relay", source, sink, group]
+    return _child(args, log)
+
+
 def _child(args: list[str], log: IO[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [sys.executable, __file__, *args],
@@ -323,21 +329,7 @@ def main() -> None:
     log = open(f"/tmp/{group}.log", "w")
     children: list[subprocess.Popen[bytes]] = []
     try:
-        relayer = _child(
-            [
-                "--outputs",
-                str(args.outputs),
-                "--gather-ms",
-                str(args.gather_ms),
-                "--relay-client",
-                args.relay_client,
-                "--relay",
-                source,
-                sink,
-                group,
-            ],
-            log,
-        )
+        relayer = relay_child(source, sink, group, args.outputs, args.gather_ms, args.relay_client, log)
         children.append(relayer)
         _line(relayer, 120, "readiness")
         fed = None

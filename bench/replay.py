@@ -145,14 +145,20 @@ def decode_floor(lines: list[bytes], repeat: int) -> dict[str, Any]:
     return out
 
 
-def skeleton(lines: list[bytes], repeat: int) -> dict[str, Any]:
+def paired(lines: list[bytes], repeat: int, work: Any, events_of: Any) -> dict[str, Any]:
+    """``work()`` ``repeat`` times, each right after a pass of the floor; its events counted by
+    ``events_of`` from what it returned."""
     runs, events = [], 0
-    with mock.patch.dict(watch._HANDLERS, dict.fromkeys(watch._HANDLERS, lambda table_watch, event: None)):
-        for _ in range(repeat):
-            result, wall, _, floor = after_floor(lines, lambda: replay(iter(lines)))
-            runs.append((wall, floor))
-            events = result.events
+    for _ in range(repeat):
+        value, wall, _, floor = after_floor(lines, work)
+        runs.append((wall, floor))
+        events = events_of(value)
     return shares(events, runs)
+
+
+def skeleton(lines: list[bytes], repeat: int) -> dict[str, Any]:
+    with mock.patch.dict(watch._HANDLERS, dict.fromkeys(watch._HANDLERS, lambda table_watch, event: None)):
+        return paired(lines, repeat, lambda: replay(iter(lines)), lambda result: result.events)
 
 
 class _LeastTable:
@@ -197,11 +203,7 @@ def least_replay(lines: list[bytes]) -> int:
 
 
 def least(lines: list[bytes], repeat: int) -> dict[str, Any]:
-    runs, events = [], 0
-    for _ in range(repeat):
-        events, wall, _, floor = after_floor(lines, lambda: least_replay(lines))
-        runs.append((wall, floor))
-    return shares(events, runs)
+    return paired(lines, repeat, lambda: least_replay(lines), lambda fed: fed)
 
 
 def by_type(lines: list[bytes], repeat: int) -> dict[str, Any]:
