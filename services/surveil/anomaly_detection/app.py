@@ -27,7 +27,9 @@ last, and the other parts the head names (``parts.py``), and a head is written a
 An event at or below the applied offset is a redelivery after a restart: it is not applied again,
 its outputs are published again (they may have been lost with the worker). So no alert is lost
 and no event counts twice; a republished alert carries the same deterministic id, which is how
-consumers tell it from a new one.
+consumers tell it from a new one. An alert is published only once the value that chains it is in
+the changelog (``publish_chained``): chained afresh after a restart, in whatever order the
+streams then come, it would follow another alert of its table, and break the table's chain.
 
 A table's value is written once per offset commit, not once per event, and only the parts of it
 that changed: a value is tens of KB, and the changelog producer was the largest cost of an
@@ -261,9 +263,13 @@ _written: OrderedDict[bytes, tuple[bytes, TableValue]] = OrderedDict()
 # earlier writer's), with their partition and when a commit may delete them: once no worker can
 # still be sending the head that names them, a producer's request timeout after they were found.
 _orphans: dict[bytes, tuple[int, float]] = {}
-# This worker process, in the versions of the parts it writes (``parts.py``), and its commits.
+# This worker process, in the versions of the parts it writes (``parts.py``), and its writes
+# (each commit's, and each of tables whose chains grew: ``_write_chained``).
 WRITER = os.urandom(6).hex().encode()
-_commits = itertools.count(1)
+_writes = itertools.count(1)
+# The writes of tables whose chains grew under way, each done with whether it went through: a
+# checkpoint that counts their alerts is sent after them.
+_chains_in_flight: set[asyncio.Future[bool]] = set()
 _chart_value = msgspec.msgpack.Decoder(ChartValue)
 _facts = msgspec.msgpack.Decoder(PatronBet | DealerRound)
 _encode = msgspec.msgpack.Encoder().encode
@@ -308,7 +314,21 @@ async def _publish(outputs: list[Output]) -> None:
 async def watch(stream: faust.StreamT[Any]) -> None:
     async for event in stream.events():
         message = event.message
-        await _publish(watch_record(message.topic, message.partition, message.offset, message.timestamp, event.key, event.value))
+        await publish_chained(watch_record(message.topic, message.partition, message.offset, message.timestamp, event.key, event.value))
+
+
+async def publish_chained(outputs: list[Output]) -> None:
+    """``outputs`` published, their alerts once the values of the tables that chained them are in
+    the changelog (``_write_chained``). A worker that dies before that published none of them, and
+    its successor chains them afresh, in whatever order the streams then come; one that dies
+    after resumes from a value that holds them, and their events, delivered again, publish the
+    same bytes. (Published first and chained again after a restart, an alert raised from one
+    stream would follow one raised from another the other way round: the same id, another
+    chain, a break in the table's chain.)"""
+    chained = {output.key for output in outputs if output.topic == topics.ALERTS and output.key in _changed}
+    if chained:
+        await _write_chained(chained)
+    await _publish(outputs)
 
 
 def watch_record(name: str, partition: int, offset: int, timestamp: float, key: bytes | None, raw: bytes | None) -> list[Output]:
@@ -520,12 +540,41 @@ async def _write_changed(assigned: Set[TP], committed: Mapping[TP, int | None]) 
     100 messages)."""
     sent = []
     for changelog in staged(assigned, committed, STAGING_SLICE_S):
-        sent += [
-            await app.producer.send(topic, key, value, partition, None, list(MSGPACK_HEADERS)) for topic, partition, key, value in changelog
-        ]
+        sent += await _send(changelog)
         await asyncio.sleep(STAGING_SLICE_S)
     for delivered in sent:
         await delivered
+
+
+async def _send(changelog: list[tuple[str, int, bytes, bytes | None]]) -> list[Any]:
+    """The changelog's records handed to the producer, in order: their deliveries, to await."""
+    return [
+        await app.producer.send(topic, key, value, partition, None, list(MSGPACK_HEADERS)) for topic, partition, key, value in changelog
+    ]
+
+
+async def _write_chained(keys: Set[bytes]) -> None:
+    """The values of these tables, whose chains grew, written ahead of the next commit; returns
+    once the broker has them (a checkpoint counting their alerts waits for that too). A write
+    that fails stops the worker: its alerts are not published, and its successor resumes from
+    the last commit."""
+    changelog: list[tuple[str, int, bytes, bytes | None]] = []
+    version = b"%s.%d" % (WRITER, next(_writes))
+    for key in keys:
+        _write_table(key, _changed.pop(key), partition_for(key, settings.partitions), version, changelog, _touched.pop(key, None))
+    written = asyncio.get_running_loop().create_future()
+    _chains_in_flight.add(written)
+    try:
+        for delivered in await _send(changelog):
+            await delivered
+    except Exception as error:
+        written.set_result(False)
+        await app.crash(error)
+        raise
+    else:
+        written.set_result(True)
+    finally:
+        _chains_in_flight.discard(written)
 
 
 def stage_changed(assigned: Set[TP], committed: Mapping[TP, int | None]) -> list[tuple[str, int, bytes, bytes | None]]:
@@ -555,7 +604,7 @@ def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float
             if partition in streams and key in watch_table.data:
                 _put(watch_table, key, None, partition, changelog)
             del _orphans[key]
-    version = b"%s.%d" % (WRITER, next(_commits))
+    version = b"%s.%d" % (WRITER, next(_writes))
     ends = time.perf_counter() + slice_s
     for changed, partitions in ((_changed, streams), (_changed_charts, facts)):
         for key in list(changed):
@@ -567,8 +616,7 @@ def staged(assigned: Set[TP], committed: Mapping[TP, int | None], slice_s: float
                 continue
             value.outbox.forget(done.get(partition, {}))
             if isinstance(value, TableValue):
-                _written[key] = (_write_table(key, value, partition, version, changelog, touched), value)
-                _written.move_to_end(key)
+                _write_table(key, value, partition, version, changelog, touched)
             else:
                 _put(chart_table, key, _encode(value), partition, changelog)
             if time.perf_counter() >= ends:
@@ -587,13 +635,14 @@ def _write_table(
     version: bytes,
     changelog: list[tuple[str, int, bytes, bytes | None]],
     touched: set[str] | None,
-) -> bytes:
-    """The table's value into ``watch_table`` and ``changelog`` (``parts.py``): its head, carrying
+) -> None:
+    """The table's value into ``watch_table`` and ``changelog`` (``parts.py``), and this worker's
+    cache of what it wrote (``_written``): its head, carrying
     the parts of its state that changed since the last head (every part this worker has not
     written, the first time), after the parts the last head carried and that have not changed since,
     stored as ``version``, and before tombstones of this worker's versions it no longer names. Its
     rounds not in ``touched`` are as at the last head: not encoded again (all are compared when
-    ``touched`` is None). Returns the head."""
+    ``touched`` is None)."""
     mine = WRITER + b"."
     last = dict(value.parts)
     carried = value.carried
@@ -626,7 +675,8 @@ def _write_table(
     _put(watch_table, key, head, partition, changelog)
     for name, was in gone:
         _put(watch_table, part_key(key, name, was), None, partition, changelog)
-    return head
+    _written[key] = (head, value)
+    _written.move_to_end(key)
 
 
 def _put(table: Any, key: bytes, value: bytes | None, partition: int, changelog: list[tuple[str, int, bytes, bytes | None]]) -> None:
@@ -669,7 +719,9 @@ async def publish_checkpoints() -> None:
     alerts, onto that partition of the alerts topic (after the alerts it counts: one producer)."""
     if SIGNER is None:
         return
-    heads = chain_heads({tp.partition for tp in app.consumer.assignment() if tp.topic == settings.topic(topics.SHOE)})
+    heads = await chain_heads_written({tp.partition for tp in app.consumer.assignment() if tp.topic == settings.topic(topics.SHOE)})
+    if heads is None:
+        return
     now = datetime.now(UTC)
     every = round(CHECKPOINT_SECONDS)
     for partition, tables in sorted(heads.items()):
@@ -679,6 +731,14 @@ async def publish_checkpoints() -> None:
                 log.error("checkpoint too large", partition=partition, tables=len(made.data.tables), size=len(value))
                 continue
             await alerts_topic.send(key=key, value=value, partition=partition, headers=list(HEADERS[topics.ALERTS]))
+
+
+async def chain_heads_written(held: Set[int]) -> dict[int, dict[str, ChainHead]] | None:
+    """``chain_heads``, returned once the broker has every value whose chain they count (the
+    writes of chains under way, ``_write_chained``): a checkpoint never names an alert a crash
+    could chain again. None if such a write failed: the worker stops."""
+    heads = chain_heads(held)
+    return heads if all(await asyncio.gather(*_chains_in_flight)) else None
 
 
 def chain_heads(held: Set[int]) -> dict[int, dict[str, ChainHead]]:

@@ -10,17 +10,18 @@ one record); a part the last head carried that has not changed since is written 
 version the head names, and stays there until it changes again (a settled round, a full block).
 
 A part's version is never written twice: its key holds the table's key, the part's name and the
-version (the worker process that wrote it, and that worker's commit), and a head names the
-versions it is made of. A commit writes a table's new versions, then its head, then tombstones for
-the versions of this worker the head no longer names, all on the table's partition, in that
-order; so the changelog holds every version its last head names, wherever a crash cut a commit
-short. A worker names only versions it wrote (its first write of a table carries every part the
-table's earlier writer stored) and deletes only those: a worker that lost its partitions but
-still had a commit in flight (frozen past its session timeout, say) and its successor never
-delete what the other's heads name, so the table's last head, whoever wrote it, is whole. What no
-head names (a commit cut short, the versions of the table's earlier writer) the worker that
-recovers the partition deletes, once no worker can still be sending a head that names it (a
-producer's request timeout later: the head of a commit cut short may be on its way still).
+version (the worker process that wrote it, and which of that worker's writes), and a head names
+the versions it is made of. A write of a table (at a commit, or ahead of one for a table whose
+chain of alerts grew) sends its new versions, then its head, then tombstones for the versions of
+this worker the head no longer names, all on the table's partition, in that order; so the
+changelog holds every version its last head names, wherever a crash cut a write short. A worker
+names only versions it wrote (its first write of a table carries every part the table's earlier
+writer stored) and deletes only those: a worker that lost its partitions but still had a write
+in flight (frozen past its session timeout, say) and its successor never delete what the other's
+heads name, so the table's last head, whoever wrote it, is whole. What no head names (a write cut
+short, the versions of the table's earlier writer) the worker that recovers the partition
+deletes, once no worker can still be sending a head that names it (a producer's request timeout
+later: the head of a write cut short may be on its way still).
 """
 
 from __future__ import annotations
