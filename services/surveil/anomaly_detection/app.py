@@ -270,6 +270,9 @@ _writes = itertools.count(1)
 # The writes of tables whose chains grew under way, each done with whether it went through: a
 # checkpoint that counts their alerts is sent after them.
 _chains_in_flight: set[asyncio.Future[bool]] = set()
+# The alerts chained and not yet published (the topic of the event that raised each, and its
+# time): timed once published (surveil_alert_latency_seconds), their tables' values written first.
+_chained_alerts: list[tuple[str, float]] = []
 _chart_value = msgspec.msgpack.Decoder(ChartValue)
 _facts = msgspec.msgpack.Decoder(PatronBet | DealerRound)
 _encode = msgspec.msgpack.Encoder().encode
@@ -283,7 +286,7 @@ STAGING_SLICE_S = 0.005
 def forget_tables() -> None:
     """Every table and chart this process holds, has cached or has changed, forgotten: a worker
     before it recovered anything (where the tests and benchmarks start from)."""
-    for held in (_changed, _changed_charts, _touched, _written, _orphans, watch_table.data, chart_table.data):
+    for held in (_changed, _changed_charts, _touched, _written, _orphans, _chained_alerts, watch_table.data, chart_table.data):
         held.clear()
 
 
@@ -298,7 +301,7 @@ def _alert_outputs(source: str, alerts: list[AlertRaised], watched: TableValue, 
         watched.count += 1
         outputs.append(Output(source, topics.ALERTS, alert.subject.encode(), codec.encode(linked)))
         metrics.alert_raised(alert)
-        metrics.ALERT_LATENCY.labels(topic).observe(max(time.time() - alert.time.timestamp(), 0.0))
+        _chained_alerts.append((topic, alert.time.timestamp()))
     return outputs
 
 
@@ -326,9 +329,14 @@ async def publish_chained(outputs: list[Output]) -> None:
     stream would follow one raised from another the other way round: the same id, another
     chain, a break in the table's chain.)"""
     chained = {output.key for output in outputs if output.topic == topics.ALERTS and output.key in _changed}
+    raised = _chained_alerts.copy()
+    _chained_alerts.clear()
     if chained:
         await _write_chained(chained)
     await _publish(outputs)
+    now = time.time()
+    for topic, at in raised:
+        metrics.ALERT_LATENCY.labels(topic).observe(max(now - at, 0.0))
 
 
 def watch_record(name: str, partition: int, offset: int, timestamp: float, key: bytes | None, raw: bytes | None) -> list[Output]:

@@ -856,6 +856,17 @@ def test_alerts_published_before_a_crash_come_again_the_same_whatever_order_the_
     assert afresh.keys() == before.keys() and afresh != before
 
 
+def alerts_timed() -> float:
+    """How many alerts ``surveil_alert_latency_seconds`` timed, from every topic."""
+    return sum(
+        sample.value
+        for family in REGISTRY.collect()
+        if family.name == "surveil_alert_latency_seconds"
+        for sample in family.samples
+        if sample.name.endswith("_count")
+    )
+
+
 def test_an_alert_and_a_checkpoint_counting_it_wait_for_its_tables_value_in_the_changelog(
     app: Any, broker: Broker, alerts_of_three_streams: list[m.Event], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -888,20 +899,23 @@ def test_an_alert_and_a_checkpoint_counting_it_wait_for_its_tables_value_in_the_
         heads = asyncio.ensure_future(app.chain_heads_written(held))
         for _ in range(5):
             await asyncio.sleep(0)
-        waiting = [alerting.done(), heads.done(), list(broker.alerts)]
+        waiting = [alerting.done(), heads.done(), list(broker.alerts), alerts_timed()]
         for delivery in broker.deliveries:
             delivery.set_result(None) if fail is None else delivery.set_exception(fail)
         outcome = await asyncio.gather(alerting, return_exceptions=True)
         return waiting, outcome, await heads
 
+    timed = alerts_timed()
     waiting, outcome, heads = asyncio.run(alert_and_checkpoint(next_alerting(), None))
-    assert waiting == [False, False, []]  # the value sent, not yet acknowledged
+    assert waiting == [False, False, [], timed]  # the value sent, not yet acknowledged
     (alert,) = [codec.decode(value) for value in broker.alerts]
     assert outcome == [None] and heads == {home(app, key): {key.decode(): m.ChainHead(1, alert.data.chain)}}
+    assert alerts_timed() == timed + 1  # its latency, to its publication
 
     broker.alerts.clear()
     broker.deliveries.clear()
     lost = ConnectionError("the broker went away")
+    timed = alerts_timed()
     waiting, outcome, heads = asyncio.run(alert_and_checkpoint(next_alerting(), lost))
-    assert waiting == [False, False, []] and broker.alerts == []
+    assert waiting == [False, False, [], timed] and broker.alerts == [] and alerts_timed() == timed
     assert outcome == [lost] and crashes == [lost] and heads is None
