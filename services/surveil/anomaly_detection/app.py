@@ -267,9 +267,9 @@ _orphans: dict[bytes, tuple[int, float]] = {}
 # (each commit's, and each of tables whose chains grew: ``_write_chained``).
 WRITER = os.urandom(6).hex().encode()
 _writes = itertools.count(1)
-# The writes of tables whose chains grew under way, each done with whether it went through: a
-# checkpoint that counts their alerts is sent after them.
-_chains_in_flight: set[asyncio.Future[bool]] = set()
+# The writes of tables whose chains grew under way, each done with what failed (None: nothing):
+# a checkpoint that counts their alerts is sent after them.
+_chains_in_flight: set[asyncio.Future[Exception | None]] = set()
 # The alerts chained and not yet published (the topic of the event that raised each, and its
 # time): timed once published (surveil_alert_latency_seconds), their tables' values written first.
 _chained_alerts: list[tuple[str, float]] = []
@@ -563,26 +563,31 @@ async def _send(changelog: list[tuple[str, int, bytes, bytes | None]]) -> list[A
 
 async def _write_chained(keys: Set[bytes]) -> None:
     """The values of these tables, whose chains grew, written ahead of the next commit; returns
-    once the broker has them (a checkpoint counting their alerts waits for that too). A write
-    that fails stops the worker: its alerts are not published, and its successor resumes from
-    the last commit."""
+    once the broker has them, and a checkpoint counting their alerts waits for that too. The
+    write goes on if the caller is cancelled (a rebalance). A write that fails stops the worker,
+    and raises here: its alerts are not published, and its successor resumes from the last
+    commit."""
     changelog: list[tuple[str, int, bytes, bytes | None]] = []
     version = b"%s.%d" % (WRITER, next(_writes))
     for key in keys:
         _write_table(key, _changed.pop(key), partition_for(key, settings.partitions), version, changelog, _touched.pop(key, None))
-    written = asyncio.get_running_loop().create_future()
+    written = asyncio.ensure_future(_delivered(changelog))
     _chains_in_flight.add(written)
+    written.add_done_callback(_chains_in_flight.discard)
+    failed = await asyncio.shield(written)
+    if failed is not None:
+        raise failed
+
+
+async def _delivered(changelog: list[tuple[str, int, bytes, bytes | None]]) -> Exception | None:
+    """None once the broker has every record of ``changelog``; else what failed, the worker stopped."""
     try:
         for delivered in await _send(changelog):
             await delivered
     except Exception as error:
-        written.set_result(False)
         await app.crash(error)
-        raise
-    else:
-        written.set_result(True)
-    finally:
-        _chains_in_flight.discard(written)
+        return error
+    return None
 
 
 def stage_changed(assigned: Set[TP], committed: Mapping[TP, int | None]) -> list[tuple[str, int, bytes, bytes | None]]:
@@ -746,7 +751,7 @@ async def chain_heads_written(held: Set[int]) -> dict[int, dict[str, ChainHead]]
     writes of chains under way, ``_write_chained``): a checkpoint never names an alert a crash
     could chain again. None if such a write failed: the worker stops."""
     heads = chain_heads(held)
-    return heads if all(await asyncio.gather(*_chains_in_flight)) else None
+    return None if any(await asyncio.gather(*_chains_in_flight)) else heads
 
 
 def chain_heads(held: Set[int]) -> dict[int, dict[str, ChainHead]]:
