@@ -810,7 +810,11 @@ def broker(app: Any, monkeypatch: pytest.MonkeyPatch) -> Broker:
 def numbered(events: list[m.Event]) -> list[tuple[m.Event, int]]:
     """Each event with its offset on its topic."""
     offsets: Counter[str] = Counter()
-    return [(event, offsets.update([event.topic]) or offsets[event.topic] - 1) for event in events]
+    numbered = []
+    for event in events:
+        numbered.append((event, offsets[event.topic]))
+        offsets[event.topic] += 1
+    return numbered
 
 
 async def watched(app: Any, events: list[tuple[m.Event, int]]) -> None:
