@@ -447,15 +447,15 @@ class Deployment:
         return Ledger(self.redis_backend())
 
     def dump(self, namespace: str = SETTLEMENT_NAMESPACE) -> dict[str, Any]:
-        """Every key of ``namespace`` in Redis but the runner's own (progress, outbox): values as
-        bytes, hashes as dicts of ints."""
+        """Every key of ``namespace`` in Redis but the runner's own (progress, outbox, the offsets
+        its transactions committed): values as bytes, hashes as dicts of ints."""
         client = redis.Redis.from_url(self.redis_url)
         try:
             found: dict[str, Any] = {}
             start = len(self.redis_prefix)
             for raw_key in client.scan_iter(match=f"{self.redis_prefix}{namespace}:*", count=1000):
                 key = raw_key.decode()[start:]
-                if key.startswith((f"{namespace}:progress", f"{namespace}:outbox:")):
+                if key.startswith((f"{namespace}:progress", f"{namespace}:outbox:", f"{namespace}:published:")):
                     continue
                 if client.type(raw_key) == b"hash":
                     found[key] = {k.decode(): int(v) for k, v in client.hgetall(raw_key).items()}

@@ -17,12 +17,15 @@ gives its outputs or its dead letter, and an output too large for the broker is 
 (``_apply``): no record stops the runner, or leaves it retrying for ever.
 
 A crash before 2 loses nothing: the batch is read again. A crash between 2 and 3 leaves Redis one
-batch ahead of Kafka; when the partitions are next assigned, the runner sees it (the broker's
-committed offset, or the later one its own transactions committed), publishes the
-outboxes in one transaction with the offsets, in the order the batch made them (a table's outputs
-come from its partition of each input topic, and their consumers need that order), and resumes
-after it. Either way every input changes the state once and every output is published once, in
-order. Consumers read with ``read_committed``.
+batch ahead of Kafka; when the partitions are next assigned, the runner sees it (the latest of the
+broker's committed offset, the one its own transactions committed, and the one Redis holds as
+committed: each batch's Redis commit records the offsets the transactions before it committed,
+and a clean stop the last ones), publishes the outboxes in one transaction with the offsets, in
+the order the batch made them (a table's outputs come from its partition of each input topic,
+and their consumers need that order), and resumes after it. (A broker's group coordinator out
+of step with its log, a Kafka 4.1 defect after a kill -9, may answer an older offset or none.)
+Either way every input changes the state once and every output is published once, in order.
+Consumers read with ``read_committed``.
 
 Zombies: a member that stalled while its partitions went to another (or lost Kafka but not Redis)
 must not apply its batch too. Its Redis commit names the progress it expects to find there; the
@@ -38,7 +41,7 @@ import signal
 import threading
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import msgspec
@@ -203,6 +206,7 @@ class KafkaRunner:
         self.applied: dict[str, int | None] = {}  # per partition source: the progress Redis holds
         self._partition_counts: dict[str, int] = {}  # by topic
         self.committed: dict[TopicPartition, int] = {}  # the offsets this runner's own transactions committed
+        self.unrecorded: dict[TopicPartition, int] = {}  # of those, the ones Redis does not hold yet (``_put_committed``)
         member = f"{self.topic_prefix}{processor.name}-{settings.instance_id}"
         self.consumer = KafkaConsumer(
             **settings.kafka_client(),
@@ -255,6 +259,7 @@ class KafkaRunner:
                         self.stop.wait(self.settings.kafka_gather_ms / 1000)
                 except STORE_UNAVAILABLE as error:
                     self._wait_for_store(records, error)
+            self._record_committed_at_stop()
         finally:
             self.consumer.close()
             self.producer.close(timeout=10)  # a transaction stalled mid-commit would hold it for good
@@ -281,6 +286,7 @@ class KafkaRunner:
         outbox, offsets = self._apply(batch)
         applied = time.perf_counter()
         progress = {_source(tp): offset for tp, offset in offsets.items()}
+        recording = self._put_committed()
         try:
             self.state.commit(
                 progress=progress,
@@ -292,6 +298,7 @@ class KafkaRunner:
             # here; a restart rejoins the group and recovers from what Redis holds.
             self.log.error("partitions taken over by another instance; stopping", partitions=sorted(progress))
             raise
+        self._forget_recorded(recording)
         self.applied.update(progress)
         committed = time.perf_counter()
         self._publish([o for outputs in outbox.values() for o in outputs], offsets)
@@ -422,6 +429,7 @@ class KafkaRunner:
                         f"-> {manager.producer_id_and_epoch.epoch}, {failed} of {len(sent)} sends failed"
                     )
                 self.committed.update({tp: offset + 1 for tp, offset in offsets.items()})
+                self.unrecorded.update({tp: offset + 1 for tp, offset in offsets.items()})
                 break
             except Exception as error:
                 if manager.has_fatal_error():
@@ -478,6 +486,42 @@ class KafkaRunner:
         except Exception as error:  # nothing to abort, or the producer must be rebuilt
             self.log.warning("abort failed", error=str(error))
 
+    def _put_committed(self) -> dict[TopicPartition, int]:
+        """The offsets this runner's transactions committed that Redis does not hold yet, put into
+        the state's next commit: a runner started later knows them from Redis, whatever the group
+        coordinator answers (``recover``). Returns them, for ``_forget_recorded``."""
+        putting = dict(self.unrecorded)
+        for tp, offset in putting.items():
+            self.state.put(self._committed_key(tp), offset)
+        return putting
+
+    def _forget_recorded(self, recorded: dict[TopicPartition, int]) -> None:
+        """``recorded`` is in Redis: those of ``unrecorded`` that did not move since are done."""
+        for tp, offset in recorded.items():
+            if self.unrecorded.get(tp) == offset:
+                del self.unrecorded[tp]
+
+    def _record_committed_at_stop(self) -> None:
+        """At a clean stop, the offsets its last transactions committed into Redis, as its next
+        batch would have put them."""
+        if not self.unrecorded:
+            return
+        try:
+            putting = self._put_committed()
+            self.state.commit()
+            self._forget_recorded(putting)
+        except STORE_UNAVAILABLE as error:
+            self.log.warning("redis unavailable; the last committed offsets are not recorded", error=str(error))
+
+    def _committed_in_redis(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        """The committed offsets Redis holds for these partitions, as a runner recorded them."""
+        partitions = list(partitions)
+        stored = self.backend.read_many([self._committed_key(tp) for tp in partitions]) if partitions else []
+        return {tp: msgspec.msgpack.decode(raw, type=int) for tp, raw in zip(partitions, stored) if raw is not None}
+
+    def _committed_key(self, tp: TopicPartition) -> str:
+        return self.state.key("published", _source(tp))
+
     # ---- recovery ---------------------------------------------------------------------------
 
     def recover(self) -> set[TopicPartition]:
@@ -486,15 +530,17 @@ class KafkaRunner:
         transaction, in the order the batch made them. Returns the partitions it recovered."""
         self.state.discard()
         progress = self.backend.progress(self.processor.name)
+        recorded = self._committed_in_redis(self.unrecovered)
         unfinished: list[tuple[int, TopicPartition, int, list[Output]]] = []  # place, partition, applied, outputs
         for tp in sorted(self.unrecovered):
             applied = self.applied[_source(tp)] = progress.get(_source(tp))
             if applied is None:
                 continue
             # A broker whose group coordinator fell out of step with its log (Kafka 4.1, restarted
-            # after a kill -9) answered with the offset from before this runner's own last commit:
-            # what its own transactions committed, the runner knows itself.
-            committed = max(self.consumer.committed(tp) or 0, self.committed.get(tp, 0))
+            # after a kill -9) answered with the offset from before this runner's own last commit,
+            # or with none: what its own transactions committed, the runner knows itself, and what
+            # an earlier runner's did, from Redis (all but the last batch's, unless it stopped cleanly).
+            committed = max(self.consumer.committed(tp) or 0, self.committed.get(tp, 0), recorded.get(tp, 0))
             if committed <= applied:
                 place, outputs = _outbox(self.backend.outbox(self.processor.name, _source(tp)))
                 unfinished.append((place, tp, applied, outputs))
