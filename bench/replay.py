@@ -53,8 +53,9 @@ import subprocess
 import sys
 import time
 from collections import Counter, deque
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from unittest import mock
 
 import msgspec
@@ -145,7 +146,10 @@ def decode_floor(lines: list[bytes], repeat: int) -> dict[str, Any]:
     return out
 
 
-def paired(lines: list[bytes], repeat: int, work: Any, events_of: Any) -> dict[str, Any]:
+T = TypeVar("T")
+
+
+def paired(lines: list[bytes], repeat: int, work: Callable[[], T], events_of: Callable[[T], int]) -> dict[str, Any]:
     """``work()`` ``repeat`` times, each right after a pass of the floor; its events counted by
     ``events_of`` from what it returned."""
     runs, events = [], 0

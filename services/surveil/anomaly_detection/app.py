@@ -328,9 +328,12 @@ async def publish_chained(outputs: list[Output]) -> None:
     same bytes. (Published first and chained again after a restart, an alert raised from one
     stream would follow one raised from another the other way round: the same id, another
     chain, a break in the table's chain.)"""
-    chained = {output.key for output in outputs if output.topic == topics.ALERTS and output.key in _changed}
+    if not _chained_alerts:  # no alert chained (most events, and those delivered again): nothing to wait for
+        await _publish(outputs)
+        return
     raised = _chained_alerts.copy()
     _chained_alerts.clear()
+    chained = {output.key for output in outputs if output.topic == topics.ALERTS and output.key in _changed}
     if chained:
         await _write_chained(chained)
     await _publish(outputs)

@@ -516,7 +516,7 @@ class KafkaRunner:
     def _committed_in_redis(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         """The committed offsets Redis holds for these partitions, as a runner recorded them."""
         partitions = list(partitions)
-        stored = self.backend.read_many([self._committed_key(tp) for tp in partitions]) if partitions else []
+        stored = self.backend.read_many([self._committed_key(tp) for tp in partitions])
         return {tp: msgspec.msgpack.decode(raw, type=int) for tp, raw in zip(partitions, stored) if raw is not None}
 
     def _committed_key(self, tp: TopicPartition) -> str:

@@ -436,24 +436,16 @@ def test_an_event_between_a_commits_slices_goes_with_this_commit_or_the_next(app
 
 def test_a_commit_lets_the_events_go_on_between_its_slices(app: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another task (the events) runs after each value a commit stages, not only after it sent them."""
-    sent: list[bytes] = []
+    broker = Broker()
     left_to_stage: list[int] = []
-
-    class Producer:
-        async def send(self, topic: str, key: bytes, value: bytes, partition: int, timestamp: Any, headers: Any) -> Any:
-            sent.append(key)
-            done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-            done.set_result(None)
-            return done
-
     tables = [f"T{n:03}".encode() for n in range(20)]
     for key in tables:
         app._changed[key] = app.TableValue(app.TableState(key.decode()))
-    monkeypatch.setattr(type(app.app), "producer", Producer())
+    monkeypatch.setattr(type(app.app), "producer", broker)
     monkeypatch.setattr(app, "STAGING_SLICE_S", 0.0)
 
     async def events_going_on() -> None:
-        while len(sent) < len(tables):
+        while len(broker.records) < len(tables):
             left_to_stage.append(len(app._changed))
             await asyncio.sleep(0)
 
@@ -463,7 +455,7 @@ def test_a_commit_lets_the_events_go_on_between_its_slices(app: Any, monkeypatch
         await events
 
     asyncio.run(commit())
-    assert sorted(sent) == sorted(tables)
+    assert sorted(key for _, _, key, _ in broker.records) == sorted(tables)
     assert set(range(1, len(tables))) <= set(left_to_stage)  # it ran with 19 values left to stage, 18, ... 1
 
 
@@ -772,18 +764,24 @@ def alerts_of_three_streams() -> list[m.Event]:
 
 
 class Broker:
-    """The detectors' producer as the tests see it: each record acknowledged at once (the
-    changelog's into ``changelog``, as a compacted topic keeps them) or, ``held``, when the test
-    says; the alerts published, in order, in ``alerts``."""
+    """The detectors' producer as the tests see it: the records sent, in order, each acknowledged
+    at once or, ``held``, when the test says; the alerts published, in order, in ``alerts``."""
 
     def __init__(self, held: bool = False) -> None:
-        self.changelog: dict[bytes, bytes] = {}
+        self.records: list[tuple[str, int, bytes, bytes | None]] = []
         self.alerts: list[bytes] = []
         self.deliveries: list[asyncio.Future[None]] = []
         self.held = held
 
+    @property
+    def changelog(self) -> dict[bytes, bytes]:
+        """What the tables' changelog holds of the records, as a compacted topic keeps them."""
+        held: dict[bytes, bytes] = {}
+        changelog_holds(held, self.records)
+        return held
+
     async def send(self, topic: str, key: bytes, value: bytes | None, partition: int, timestamp: Any, headers: Any) -> Any:
-        changelog_holds(self.changelog, [(topic, partition, key, value)])
+        self.records.append((topic, partition, key, value))
         delivered: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         if not self.held:
             delivered.set_result(None)
@@ -838,13 +836,13 @@ def test_alerts_published_before_a_crash_come_again_the_same_whatever_order_the_
     events = numbered(alerts_of_three_streams)
     asyncio.run(watched(app, events[:100]))
     assert broker.alerts == []
-    changelog_holds(broker.changelog, app.stage_changed(assigned(app), {}))  # the last commit, at these offsets
+    broker.records += app.stage_changed(assigned(app), {})  # the last commit, at these offsets
     committed = Counter(event.topic for event, _ in events[:100])
     asyncio.run(watched(app, events[100:250]))  # then killed
     before = {codec.decode(value).id: value for value in broker.alerts}
     assert sorted(codec.decode(value).data.rule for value in broker.alerts) == ["CARD_MISMATCH", "LATE_BET", "PAYOUT_MISMATCH"]
 
-    with recovered(app, b"successor", dict(broker.changelog)):
+    with recovered(app, b"successor", broker.changelog):
         again = [(e, offset) for topic in (topics.TABLE, topics.SHOE, topics.SETTLEMENT) for e, offset in events if e.topic == topic]
         asyncio.run(watched(app, [(e, offset) for e, offset in again if offset >= committed[e.topic]]))
 
