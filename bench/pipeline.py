@@ -378,14 +378,49 @@ def histogram_delta(
     return {topic: {le: count - before.get(topic, {}).get(le, 0.0) for le, count in buckets.items()} for topic, buckets in after.items()}
 
 
-def halves(
-    before: Mapping[str, Any], middle: Mapping[str, Any] | None, after: Mapping[str, Any], metric: str
-) -> list[dict[str, Any]] | None:
-    """``metric``'s latency summary over the window's first half and its second, from the
-    histograms scraped at its start, half-way (None: not reached) and its end."""
-    if middle is None:
-        return None
-    return [latency_summary(histogram_delta(later[metric], earlier[metric])) for earlier, later in ((before, middle), (middle, after))]
+@dataclass(frozen=True)
+class Mark:
+    """The window's measures at a moment of it: the services' histograms and each process' CPU seconds."""
+
+    t: float
+    histograms: Mapping[str, Any]
+    cpu: Mapping[str, float]
+
+
+def window_parts(
+    marks: Sequence[Mark], round_ends: Sequence[float], samples: Sequence[Mapping[str, Any]], alert_ages: Sequence[tuple[float, float]]
+) -> list[dict[str, Any]]:
+    """The window cut at ``marks`` (its start, each cut, its end), each part's figures: its rounds,
+    each process' CPU ms a round, the detectors' tail from a record's publication and their
+    commits, card read to alert over the alerts revealed in it (``alert_ages``: when revealed,
+    how long to arrive) and each group's lag (``lag_trend`` over the offsets' ``samples``). As the
+    tables' state grows over a run, do the commits and the CPU a round grow, and does a backlog
+    build (the tail from publication, the lag)?"""
+    parts = []
+    for start, end in zip(marks, marks[1:]):
+        last = end is marks[-1]
+        rounds = sum(start.t < t <= end.t for t in round_ends)
+        used = {name: end.cpu[name] - start.cpu[name] for name in end.cpu if name in start.cpu}
+        cpu_ms = {name: 1000 * s / rounds for name, s in used.items()} if rounds else {}
+        if cpu_ms:
+            cpu_ms["total"] = sum(cpu_ms.values())
+        ages = [age for at, age in alert_ages if start.t <= at and (at <= end.t if last else at < end.t)]
+        inside = [sample for sample in samples if start.t <= sample["t"] <= end.t]
+        parts.append(
+            {
+                "from_s": start.t - marks[0].t,
+                "to_s": end.t - marks[0].t,
+                "rounds": rounds,
+                "cpu_ms_per_round": cpu_ms,
+                "detection_since_published": latency_summary(
+                    histogram_delta(end.histograms[SINCE_PUBLISHED], start.histograms[SINCE_PUBLISHED])
+                ),
+                "detectors_commit": latency_summary(histogram_delta(end.histograms[COMMITS], start.histograms[COMMITS])),
+                "alerts": {"alerts": len(ages), "p50": percentile(ages, 0.5), "p99": percentile(ages, 0.99)},
+                "lag": {group: lag_trend(inside, group) for group in CONSUMERS},
+            }
+        )
+    return parts
 
 
 def histogram_quantile(buckets: Mapping[float, float], share: float) -> float:
@@ -744,6 +779,7 @@ class LiveSpec:
     profile: Path | None = None  # py-spy's profiles of each process go here
     broker_requests: bool = False  # read the broker's request meters (opens a JMX port in it for the run)
     floor_tick: float = TICK_SECONDS  # the simulated floor's loop wakes at most this often
+    parts: int = 2  # the window's figures also for each of this many equal parts of it
 
 
 def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
@@ -805,19 +841,21 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         if profiles:
             profiles.start(start + seconds - window_start)
         loads = [load_average()]
-        # Half-way: do the commits take longer as the tables' state grows, and does the detectors'
-        # tail (from a record's publication) grow, as it would with a backlog growing?
-        middle = None
+        # The window cut in spec.parts: does what a round costs grow with the tables' state, does a backlog build?
+        marks = [Mark(window_start, before, cpu_before)]
+        cuts = [window_start + (start + seconds - window_start) * k / spec.parts for k in range(1, spec.parts)]
         while time.time() < start + seconds:
-            time.sleep(min(10, max(start + seconds - time.time(), 0)))
+            time.sleep(min(10, max(min([start + seconds, *cuts]) - time.time(), 0)))
             loads.append(load_average())
-            if middle is None and time.time() >= (window_start + start + seconds) / 2:
-                middle = pipeline.histograms(before)
+            if cuts and time.time() >= cuts[0]:
+                cuts.pop(0)
+                marks.append(Mark(time.time(), pipeline.histograms(before), cpu_seconds(measured)))
             pipeline.check_alive()
             say(progress(tables, time.time() - window_start, start + seconds - window_start, offsets, loads[-1][0]))
         window_end = time.time()
         after = pipeline.histograms(before)
         cpu_after = cpu_seconds(measured)
+        marks.append(Mark(window_end, after, cpu_after))
         bench_cpu = time.process_time() - bench_cpu_before
         requests_after = requests.read() if requests and requests_before else None
         if requests:
@@ -855,12 +893,6 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         if window_start <= moment <= window_end:
             by_rule[alert.data.rule].append(arrived - moment)
     everything = [x for xs in by_rule.values() for x in xs]
-    first_half = [
-        arrived - a.time.timestamp() for arrived, a in alerts.arrivals if window_start <= a.time.timestamp() < window_start + span / 2
-    ]
-    second_half = [
-        arrived - a.time.timestamp() for arrived, a in alerts.arrivals if window_start + span / 2 <= a.time.timestamp() <= window_end
-    ]
     found = {(a.subject, a.data.rule) for _, a in alerts.arrivals}
     missed = [label for label in played["labels"] if (label[0], label[1]) not in found]
     histograms = {metric: histogram_delta(after[metric], before[metric]) for metric in before}
@@ -892,10 +924,8 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         "drain_seconds": drained_at - window_end if drained_at else None,
         "detection_latency": latency_summary(histograms["surveil_detection_latency_seconds"]),
         "detection_since_published": latency_summary(histograms[SINCE_PUBLISHED]),
-        "detection_since_published_halves": halves(before, middle, after, SINCE_PUBLISHED),
         "alert_latency_service": latency_summary(histograms["surveil_alert_latency_seconds"]),
         "detectors_commit": latency_summary(histograms[COMMITS]),
-        "detectors_commit_halves": halves(before, middle, after, COMMITS),
         "detectors_gc_pauses": latency_summary(histograms[GC_PAUSES])["by_topic"],  # by generation
         "runners_batches": latency_summary(histograms[BATCHES])["by_topic"],  # by service
         "runners_batch_phases": latency_summary(histograms[BATCH_PHASES])["by_topic"],  # by "service/phase"
@@ -904,12 +934,13 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
             "p50": percentile(everything, 0.5),
             "p99": percentile(everything, 0.99),
             "max": max(everything, default=math.nan),
-            "p99_first_half": percentile(first_half, 0.99),
-            "p99_second_half": percentile(second_half, 0.99),
             "by_rule": {
                 rule: {"alerts": len(xs), "p50": percentile(xs, 0.5), "p99": percentile(xs, 0.99)} for rule, xs in sorted(by_rule.items())
             },
         },
+        "parts": window_parts(
+            marks, round_ends, window, [(a.time.timestamp(), arrived - a.time.timestamp()) for arrived, a in alerts.arrivals]
+        ),
         "labels": len(played["labels"]),
         "labels_missed": len(missed),
         "missed_examples": missed[:5],
@@ -1002,7 +1033,7 @@ def summary(result: Mapping[str, Any]) -> str:
         return "n/a" if math.isnan(seconds) else f"{1000 * seconds:.0f} ms"
 
     e2e, detection, load = result["alert_latency_end_to_end"], result["detection_latency"], result["load_average"]
-    commits = result["detectors_commit"]
+    commits, since = result["detectors_commit"], result["detection_since_published"]
     slopes = ", ".join(
         f"{g} {t['slope_per_s']:+.2f} ± {t['slope_error_per_s']:.2f}" if t else f"{g} (too few samples)" for g, t in result["lag"].items()
     )
@@ -1015,24 +1046,11 @@ def summary(result: Mapping[str, Any]) -> str:
         f"  card read to alert: p50 {ms(e2e['p50'])}, p99 {ms(e2e['p99'])} over {e2e['alerts']} alerts; "
         f"{result['labels'] - result['labels_missed']} of {result['labels']} injected irregularities found",
         f"  detectors, event to processed: p99 {ms(detection['p99'])} ({100 * detection['within_100ms']:.0f} % within 100 ms)",
-        "  detectors, from a record's publication to processed: "
-        + ", ".join(
-            f"{half} p50 {ms(figures['p50'])}, p99 {ms(figures['p99'])}"
-            for half, figures in zip(
-                ("whole window", "first half", "second half"),
-                (result["detection_since_published"], *(result.get("detection_since_published_halves") or ())),
-            )
-        )
-        + " (a backlog growing shows as the second half's p50 above the first's)",
+        f"  detectors, from a record's publication to processed: p50 {ms(since['p50'])}, p99 {ms(since['p99'])}",
         f"  detectors' commits (changelog written, offsets committed): {commits['count']:.0f}, "
-        f"p50 {ms(commits['p50'])}, p99 {ms(commits['p99'])}"
-        + (
-            f" (p50 {ms(result['detectors_commit_halves'][0]['p50'])} in the window's first half, "
-            f"{ms(result['detectors_commit_halves'][1]['p50'])} in its second)"
-            if result.get("detectors_commit_halves")
-            else ""
-        ),
+        f"p50 {ms(commits['p50'])}, p99 {ms(commits['p99'])}",
     ]
+    lines += parts_lines(result.get("parts", []))
     lines += batches_lines(result.get("runners_batches", {}), result.get("runners_batch_phases", {}), result["window_seconds"])
     if full := result.get("detectors_gc_pauses", {}).get("2"):
         lines.append(
@@ -1050,6 +1068,27 @@ def summary(result: Mapping[str, Any]) -> str:
         lines.append(f"  idle before play ({result['idle_seconds']:.0f} s), % of a core: {idle}")
     lines += broker_requests_lines(result.get("broker_requests"))
     return "\n".join(lines)
+
+
+def parts_lines(parts: Sequence[Mapping[str, Any]]) -> list[str]:
+    """``window_parts``' figures, a line a part: a backlog building shows as the detectors' tail
+    from publication and their lag growing from part to part."""
+
+    def ms(seconds: float) -> str:
+        return "n/a" if math.isnan(seconds) else f"{1000 * seconds:.0f} ms"
+
+    lines = [f"  the window in {len(parts)} parts:"] if len(parts) > 1 else []
+    for part in parts if len(parts) > 1 else ():
+        since, commits, alerts, cpu = part["detection_since_published"], part["detectors_commit"], part["alerts"], part["cpu_ms_per_round"]
+        lag = part["lag"].get(DETECTORS[0]) or {}
+        lines.append(
+            f"    {part['from_s']:.0f} - {part['to_s']:.0f} s: {part['rounds']} rounds; card read to alert p50 {ms(alerts['p50'])}, "
+            f"p99 {ms(alerts['p99'])} ({alerts['alerts']}); the detectors from publication p50 {ms(since['p50'])}, "
+            f"p99 {ms(since['p99'])}, their commits p50 {ms(commits['p50'])}, their lag "
+            + (f"{lag['mean']:.0f} on average ({lag['slope_per_s']:+.2f} events/s)" if lag else "not read")
+            + f"; CPU ms a round: the detectors {cpu.get(DETECTORS[0], math.nan):.2f}, all {cpu.get('total', math.nan):.2f}"
+        )
+    return lines
 
 
 def batches_lines(by_service: Mapping[str, Mapping[str, float]], phases: Mapping[str, Mapping[str, float]], seconds: float) -> list[str]:
@@ -1333,6 +1372,13 @@ def main() -> None:
         help="the simulated floor wakes at most this often and sends what is due together: each action goes out "
         "up to this late, which card read to alert includes (default %(default)g; 0: each at its time)",
     )
+    p_live.add_argument(
+        "--parts",
+        type=int,
+        default=2,
+        help="also give the window's figures for each of this many equal parts of it (default %(default)s): "
+        "does a round cost more as the tables' state grows, does a backlog build",
+    )
     p_full = sub.add_parser("full-speed", help="a floor as fast as it goes")
     p_full.add_argument("--tables", type=int, default=100)
     p_full.add_argument("--shoes", type=int, default=1)
@@ -1356,6 +1402,7 @@ def main() -> None:
                 args.profile,
                 args.broker_requests,
                 args.floor_tick_ms / 1000,
+                max(args.parts, 1),
             )
             results.append(live(args.bootstrap, args.redis, spec))
             print(show(results[-1]), flush=True)

@@ -389,16 +389,39 @@ surveil_batch_phase_seconds_bucket{le="+Inf",phase="transaction",service="table-
     ]
 
 
-def test_a_histograms_halves_are_what_each_half_of_the_window_added() -> None:
-    """A backlog growing over the window shows as the second half's tail above the first's."""
-    metric = pipeline.SINCE_PUBLISHED
-    before = {metric: {"baccarat.shoe": {0.05: 10.0, 0.5: 10.0, float("inf"): 10.0}}}
-    middle = {metric: {"baccarat.shoe": {0.05: 110.0, 0.5: 110.0, float("inf"): 110.0}}}  # 100 within 50 ms
-    after = {metric: {"baccarat.shoe": {0.05: 110.0, 0.5: 210.0, float("inf"): 210.0}}}  # 100 between 50 and 500 ms
-    first, second = pipeline.halves(before, middle, after, metric) or []
-    assert first["count"] == second["count"] == 100.0
-    assert first["p50"] <= 0.05 < second["p50"] <= 0.5
-    assert pipeline.halves(before, None, after, metric) is None  # the run ended before half-way
+def test_each_part_of_the_window_has_what_happened_in_it() -> None:
+    """A backlog building over the window shows as the later part's tail and lag above the earlier's,
+    a state that costs more as its CPU a round growing."""
+    since, commits = pipeline.SINCE_PUBLISHED, pipeline.COMMITS
+
+    def histograms(fast: float, slow: float) -> dict[str, Any]:  # cumulative: within 50 ms, then within 500 ms
+        buckets = {"baccarat.shoe": {0.05: fast, 0.5: fast + slow, float("inf"): fast + slow}}
+        return {since: buckets, commits: buckets}
+
+    marks = [
+        pipeline.Mark(100.0, histograms(10, 0), {"anomaly-detection": 1.0, "kafka": 2.0}),
+        pipeline.Mark(110.0, histograms(110, 0), {"anomaly-detection": 1.5, "kafka": 2.5}),  # 100 within 50 ms
+        pipeline.Mark(120.0, histograms(110, 100), {"anomaly-detection": 3.0, "kafka": 3.0}),  # 100 slower
+    ]
+    round_ends = [100.0, 101.0, 105.0, 111.0, 119.0, 120.0, 121.0]  # 2 rounds in (100, 110], 3 in (110, 120]
+    samples = [{"t": 100.0 + t, "lag": {"anomaly-detection": 5.0 if t <= 10 else 5.0 + 4 * (t - 10)}} for t in range(21)]
+    ages = [(100.0, 0.02), (109.9, 0.04), (110.0, 0.3), (120.0, 0.2), (120.5, 9.0)]  # the last after the window
+    first, second = pipeline.window_parts(marks, round_ends, samples, ages)
+    assert (first["from_s"], first["to_s"], second["from_s"], second["to_s"]) == (0.0, 10.0, 10.0, 20.0)
+    assert (first["rounds"], second["rounds"]) == (2, 3)
+    assert first["cpu_ms_per_round"] == {"anomaly-detection": 250.0, "kafka": 250.0, "total": 500.0}
+    assert second["cpu_ms_per_round"] == {"anomaly-detection": 500.0, "kafka": 500.0 / 3, "total": 500.0 + 500.0 / 3}
+    assert first["detection_since_published"]["count"] == second["detection_since_published"]["count"] == 100.0
+    assert first["detection_since_published"]["p50"] <= 0.05 < second["detection_since_published"]["p50"] <= 0.5
+    assert second["detectors_commit"]["p50"] == second["detection_since_published"]["p50"]
+    assert first["alerts"] == {"alerts": 2, "p50": 0.04, "p99": 0.04}
+    assert second["alerts"] == {"alerts": 2, "p50": 0.3, "p99": 0.3}  # the window's end is its last part's
+    assert abs(first["lag"]["anomaly-detection"]["slope_per_s"]) < 1e-9
+    assert abs(second["lag"]["anomaly-detection"]["slope_per_s"] - 4.0) < 1e-9
+    lines = pipeline.parts_lines([first, second])
+    assert lines[0] == "  the window in 2 parts:"
+    assert "10 - 20 s: 3 rounds" in lines[2] and "+4.00 events/s" in lines[2] and "the detectors 500.00, all 666.67" in lines[2]
+    assert pipeline.parts_lines([first]) == []  # one part is the window: its figures are already printed
 
 
 def test_a_py_spy_profile_is_shared_out_by_thread_and_function_and_its_seconds_are_a_share_of_a_core(tmp_path: Path) -> None:
