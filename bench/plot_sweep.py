@@ -80,15 +80,7 @@ def plot(after: Path, before: Path | None, out: Path) -> None:
     tables = [r["tables"] for r in runs_after]
     gaps = [b - a for a, b in zip(tables, tables[1:])]
     width = 0.4 * min(gaps) if gaps else 0.4 * tables[0]
-    names = sorted(
-        {n for r in runs_after for n in r["cpu_ms_per_round"] if n != "total"},
-        key=lambda n: (n not in ORDER, ORDER.index(n) if n in ORDER else 0, n),
-    )
-    bottom = [0.0] * len(runs_after)
-    for n in names:
-        heights = [r["cpu_ms_per_round"].get(n, 0.0) for r in runs_after]
-        cpu.bar(tables, heights, width, bottom=bottom, label=f"{'after: ' if before else ''}{n}")
-        bottom = [b + h for b, h in zip(bottom, heights)]
+    bottom = stacked_cpu(cpu, tables, [r["cpu_ms_per_round"] for r in runs_after], width, "after: " if before else "")
     for r, top in zip(runs_after, bottom):
         if not r["sustained"]:  # the services processed fewer rounds than were played
             cpu.annotate("not sustained:\nper round played", (r["tables"], top), ha="center", va="bottom", fontsize=7)
@@ -111,6 +103,25 @@ def plot(after: Path, before: Path | None, out: Path) -> None:
     if before:
         lines.append("before: " + caption(doc_before, runs_before))
     fig.suptitle("bench/pipeline.py live: the whole floor on one machine\n" + "\n".join(lines), fontsize=10)
+    save(fig, out)
+
+
+def stacked_cpu(axes: Any, xs: list[float], cpu_ms: list[dict[str, float]], width: float, prefix: str = "") -> list[float]:
+    """A bar at each of ``xs``, each process' CPU ms a round stacked (``ORDER``, bottom up) to
+    the total; the bars' tops."""
+    names = sorted(
+        {n for by_process in cpu_ms for n in by_process if n != "total"},
+        key=lambda n: (n not in ORDER, ORDER.index(n) if n in ORDER else 0, n),
+    )
+    bottom = [0.0] * len(xs)
+    for n in names:
+        heights = [by_process.get(n, 0.0) for by_process in cpu_ms]
+        axes.bar(xs, heights, width, bottom=bottom, label=prefix + n)
+        bottom = [b + h for b, h in zip(bottom, heights)]
+    return bottom
+
+
+def save(fig: Any, out: Path) -> None:
     fig.tight_layout()
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(out, dpi=110)
