@@ -388,14 +388,18 @@ class Mark:
 
 
 def window_parts(
-    marks: Sequence[Mark], round_ends: Sequence[float], samples: Sequence[Mapping[str, Any]], alert_ages: Sequence[tuple[float, float]]
+    marks: Sequence[Mark],
+    round_ends: Sequence[float],
+    samples: Sequence[Mapping[str, Any]],
+    alert_ages: Sequence[tuple[float, float, str]],
 ) -> list[dict[str, Any]]:
     """The window cut at ``marks`` (its start, each cut, its end), each part's figures: its rounds,
     each process' CPU ms a round, the detectors' tail from a record's publication and their
     commits, card read to alert over the alerts revealed in it (``alert_ages``: when revealed,
-    how long to arrive) and each group's lag (``lag_trend`` over the offsets' ``samples``). As the
-    tables' state grows over a run, do the commits and the CPU a round grow, and does a backlog
-    build (the tail from publication, the lag)?"""
+    how long to arrive, the rule), also by rule (the kinds differ from part to part), and each
+    group's lag (``lag_trend`` over the offsets' ``samples``). As the tables' state grows over a
+    run, do the commits and the CPU a round grow, and does a backlog build (the tail from
+    publication, the lag)?"""
     parts = []
     for start, end in zip(marks, marks[1:]):
         last = end is marks[-1]
@@ -404,7 +408,11 @@ def window_parts(
         cpu_ms = {name: 1000 * s / rounds for name, s in used.items()} if rounds else {}
         if cpu_ms:
             cpu_ms["total"] = sum(cpu_ms.values())
-        ages = [age for at, age in alert_ages if start.t <= at and (at <= end.t if last else at < end.t)]
+        by_rule: dict[str, list[float]] = defaultdict(list)
+        for at, age, rule in alert_ages:
+            if start.t <= at and (at <= end.t if last else at < end.t):
+                by_rule[rule].append(age)
+        ages = [age for rule_ages in by_rule.values() for age in rule_ages]
         inside = [sample for sample in samples if start.t <= sample["t"] <= end.t]
         parts.append(
             {
@@ -416,7 +424,15 @@ def window_parts(
                     histogram_delta(end.histograms[SINCE_PUBLISHED], start.histograms[SINCE_PUBLISHED])
                 ),
                 "detectors_commit": latency_summary(histogram_delta(end.histograms[COMMITS], start.histograms[COMMITS])),
-                "alerts": {"alerts": len(ages), "p50": percentile(ages, 0.5), "p99": percentile(ages, 0.99)},
+                "alerts": {
+                    "alerts": len(ages),
+                    "p50": percentile(ages, 0.5),
+                    "p99": percentile(ages, 0.99),
+                    "by_rule": {
+                        rule: {"alerts": len(xs), "p50": percentile(xs, 0.5), "p99": percentile(xs, 0.99)}
+                        for rule, xs in sorted(by_rule.items())
+                    },
+                },
                 "lag": {group: lag_trend(inside, group) for group in CONSUMERS},
             }
         )
@@ -939,7 +955,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
             },
         },
         "parts": window_parts(
-            marks, round_ends, window, [(a.time.timestamp(), arrived - a.time.timestamp()) for arrived, a in alerts.arrivals]
+            marks, round_ends, window, [(a.time.timestamp(), arrived - a.time.timestamp(), a.data.rule) for arrived, a in alerts.arrivals]
         ),
         "labels": len(played["labels"]),
         "labels_missed": len(missed),

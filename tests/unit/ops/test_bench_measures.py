@@ -405,7 +405,13 @@ def test_each_part_of_the_window_has_what_happened_in_it() -> None:
     ]
     round_ends = [100.0, 101.0, 105.0, 111.0, 119.0, 120.0, 121.0]  # 2 rounds in (100, 110], 3 in (110, 120]
     samples = [{"t": 100.0 + t, "lag": {"anomaly-detection": 5.0 if t <= 10 else 5.0 + 4 * (t - 10)}} for t in range(21)]
-    ages = [(100.0, 0.02), (109.9, 0.04), (110.0, 0.3), (120.0, 0.2), (120.5, 9.0)]  # the last after the window
+    ages = [
+        (100.0, 0.02, "LATE_BET"),
+        (109.9, 0.04, "CARD_EXPOSED"),
+        (110.0, 0.3, "LATE_BET"),
+        (120.0, 0.2, "LATE_BET"),
+        (120.5, 9.0, "LATE_BET"),
+    ]
     first, second = pipeline.window_parts(marks, round_ends, samples, ages)
     assert (first["from_s"], first["to_s"], second["from_s"], second["to_s"]) == (0.0, 10.0, 10.0, 20.0)
     assert (first["rounds"], second["rounds"]) == (2, 3)
@@ -414,8 +420,13 @@ def test_each_part_of_the_window_has_what_happened_in_it() -> None:
     assert first["detection_since_published"]["count"] == second["detection_since_published"]["count"] == 100.0
     assert first["detection_since_published"]["p50"] <= 0.05 < second["detection_since_published"]["p50"] <= 0.5
     assert second["detectors_commit"]["p50"] == second["detection_since_published"]["p50"]
-    assert first["alerts"] == {"alerts": 2, "p50": 0.04, "p99": 0.04}
-    assert second["alerts"] == {"alerts": 2, "p50": 0.3, "p99": 0.3}  # the window's end is its last part's
+    assert (first["alerts"]["alerts"], first["alerts"]["p50"], first["alerts"]["p99"]) == (2, 0.04, 0.04)
+    assert first["alerts"]["by_rule"] == {
+        "CARD_EXPOSED": {"alerts": 1, "p50": 0.04, "p99": 0.04},
+        "LATE_BET": {"alerts": 1, "p50": 0.02, "p99": 0.02},
+    }
+    # the window's end is its last part's; an alert revealed after it is in none
+    assert second["alerts"] == {"alerts": 2, "p50": 0.3, "p99": 0.3, "by_rule": {"LATE_BET": {"alerts": 2, "p50": 0.3, "p99": 0.3}}}
     assert abs(first["lag"]["anomaly-detection"]["slope_per_s"]) < 1e-9
     assert abs(second["lag"]["anomaly-detection"]["slope_per_s"] - 4.0) < 1e-9
     lines = pipeline.parts_lines([first, second])
