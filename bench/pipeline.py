@@ -378,6 +378,35 @@ def histogram_delta(
     return {topic: {le: count - before.get(topic, {}).get(le, 0.0) for le, count in buckets.items()} for topic, buckets in after.items()}
 
 
+def ages_by_rule(
+    revealed: Iterable[tuple[float, float, str]], start: float, end: float, end_included: bool = True
+) -> dict[str, list[float]]:
+    """Card read to alert of the alerts revealed from ``start`` to ``end`` (``revealed``: when,
+    how long the alert took to arrive, its rule), by rule."""
+    by_rule: dict[str, list[float]] = defaultdict(list)
+    for at, age, rule in revealed:
+        if start <= at and (at <= end if end_included else at < end):
+            by_rule[rule].append(age)
+    return by_rule
+
+
+def alert_summary(by_rule: Mapping[str, list[float]]) -> dict[str, Any]:
+    """``ages_by_rule``'s count, p50 and p99, over all rules and by rule."""
+    ages = [age for rule_ages in by_rule.values() for age in rule_ages]
+    return {
+        "alerts": len(ages),
+        "p50": percentile(ages, 0.5),
+        "p99": percentile(ages, 0.99),
+        "by_rule": {
+            rule: {"alerts": len(xs), "p50": percentile(xs, 0.5), "p99": percentile(xs, 0.99)} for rule, xs in sorted(by_rule.items())
+        },
+    }
+
+
+def ms_text(seconds: float) -> str:
+    return "n/a" if math.isnan(seconds) else f"{1000 * seconds:.0f} ms"
+
+
 @dataclass(frozen=True)
 class Mark:
     """The window's measures at a moment of it: the services' histograms and each process' CPU seconds."""
@@ -402,17 +431,11 @@ def window_parts(
     publication, the lag)?"""
     parts = []
     for start, end in zip(marks, marks[1:]):
-        last = end is marks[-1]
         rounds = sum(start.t < t <= end.t for t in round_ends)
         used = {name: end.cpu[name] - start.cpu[name] for name in end.cpu if name in start.cpu}
         cpu_ms = {name: 1000 * s / rounds for name, s in used.items()} if rounds else {}
         if cpu_ms:
             cpu_ms["total"] = sum(cpu_ms.values())
-        by_rule: dict[str, list[float]] = defaultdict(list)
-        for at, age, rule in alert_ages:
-            if start.t <= at and (at <= end.t if last else at < end.t):
-                by_rule[rule].append(age)
-        ages = [age for rule_ages in by_rule.values() for age in rule_ages]
         inside = [sample for sample in samples if start.t <= sample["t"] <= end.t]
         parts.append(
             {
@@ -424,15 +447,7 @@ def window_parts(
                     histogram_delta(end.histograms[SINCE_PUBLISHED], start.histograms[SINCE_PUBLISHED])
                 ),
                 "detectors_commit": latency_summary(histogram_delta(end.histograms[COMMITS], start.histograms[COMMITS])),
-                "alerts": {
-                    "alerts": len(ages),
-                    "p50": percentile(ages, 0.5),
-                    "p99": percentile(ages, 0.99),
-                    "by_rule": {
-                        rule: {"alerts": len(xs), "p50": percentile(xs, 0.5), "p99": percentile(xs, 0.99)}
-                        for rule, xs in sorted(by_rule.items())
-                    },
-                },
+                "alerts": alert_summary(ages_by_rule(alert_ages, start.t, end.t, end_included=end is marks[-1])),
                 "lag": {group: lag_trend(inside, group) for group in CONSUMERS},
             }
         )
@@ -903,12 +918,8 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
     )
     trends = {g: lag_trend(window, g) for g in CONSUMERS}
     # Alerts: from the revealing event's time (the wall clock when it happened) to arrival here.
-    by_rule: dict[str, list[float]] = defaultdict(list)
-    for arrived, alert in alerts.arrivals:
-        moment = alert.time.timestamp()
-        if window_start <= moment <= window_end:
-            by_rule[alert.data.rule].append(arrived - moment)
-    everything = [x for xs in by_rule.values() for x in xs]
+    revealed = [(a.time.timestamp(), arrived - a.time.timestamp(), a.data.rule) for arrived, a in alerts.arrivals]
+    in_window = ages_by_rule(revealed, window_start, window_end)
     found = {(a.subject, a.data.rule) for _, a in alerts.arrivals}
     missed = [label for label in played["labels"] if (label[0], label[1]) not in found]
     histograms = {metric: histogram_delta(after[metric], before[metric]) for metric in before}
@@ -946,17 +957,10 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         "runners_batches": latency_summary(histograms[BATCHES])["by_topic"],  # by service
         "runners_batch_phases": latency_summary(histograms[BATCH_PHASES])["by_topic"],  # by "service/phase"
         "alert_latency_end_to_end": {
-            "alerts": len(everything),
-            "p50": percentile(everything, 0.5),
-            "p99": percentile(everything, 0.99),
-            "max": max(everything, default=math.nan),
-            "by_rule": {
-                rule: {"alerts": len(xs), "p50": percentile(xs, 0.5), "p99": percentile(xs, 0.99)} for rule, xs in sorted(by_rule.items())
-            },
+            **alert_summary(in_window),
+            "max": max((age for ages in in_window.values() for age in ages), default=math.nan),
         },
-        "parts": window_parts(
-            marks, round_ends, window, [(a.time.timestamp(), arrived - a.time.timestamp(), a.data.rule) for arrived, a in alerts.arrivals]
-        ),
+        "parts": window_parts(marks, round_ends, window, revealed),
         "labels": len(played["labels"]),
         "labels_missed": len(missed),
         "missed_examples": missed[:5],
@@ -1045,9 +1049,6 @@ def progress(tables: int, elapsed: float, window: float, offsets: Offsets, load:
 def summary(result: Mapping[str, Any]) -> str:
     """A live run's figures, as the issue asks for them, for a person to read."""
 
-    def ms(seconds: float) -> str:
-        return "n/a" if math.isnan(seconds) else f"{1000 * seconds:.0f} ms"
-
     e2e, detection, load = result["alert_latency_end_to_end"], result["detection_latency"], result["load_average"]
     commits, since = result["detectors_commit"], result["detection_since_published"]
     slopes = ", ".join(
@@ -1059,19 +1060,19 @@ def summary(result: Mapping[str, Any]) -> str:
         f"({result['events_per_round']:.1f} events a round); load average {load['min']:.1f} - {load['max']:.1f}",
         "  latency traded for CPU: " + ", ".join(f"{name} {value}" for name, value in result.get("trades", {}).items()),
         f"  sustained: {'yes' if result['sustained'] else 'NO'} (lag slope, events/s: {slopes}; under {result['sustained_bound_events_per_s']:g} is sustained)",
-        f"  card read to alert: p50 {ms(e2e['p50'])}, p99 {ms(e2e['p99'])} over {e2e['alerts']} alerts; "
+        f"  card read to alert: p50 {ms_text(e2e['p50'])}, p99 {ms_text(e2e['p99'])} over {e2e['alerts']} alerts; "
         f"{result['labels'] - result['labels_missed']} of {result['labels']} injected irregularities found",
-        f"  detectors, event to processed: p99 {ms(detection['p99'])} ({100 * detection['within_100ms']:.0f} % within 100 ms)",
-        f"  detectors, from a record's publication to processed: p50 {ms(since['p50'])}, p99 {ms(since['p99'])}",
+        f"  detectors, event to processed: p99 {ms_text(detection['p99'])} ({100 * detection['within_100ms']:.0f} % within 100 ms)",
+        f"  detectors, from a record's publication to processed: p50 {ms_text(since['p50'])}, p99 {ms_text(since['p99'])}",
         f"  detectors' commits (changelog written, offsets committed): {commits['count']:.0f}, "
-        f"p50 {ms(commits['p50'])}, p99 {ms(commits['p99'])}",
+        f"p50 {ms_text(commits['p50'])}, p99 {ms_text(commits['p99'])}",
     ]
     lines += parts_lines(result.get("parts", []))
     lines += batches_lines(result.get("runners_batches", {}), result.get("runners_batch_phases", {}), result["window_seconds"])
     if full := result.get("detectors_gc_pauses", {}).get("2"):
         lines.append(
             "  detectors' full collections (the event loop paused): "
-            + (f"{full['count']:.0f}, p50 {ms(full['p50'])}, p99 {ms(full['p99'])}" if full["count"] else "none")
+            + (f"{full['count']:.0f}, p50 {ms_text(full['p50'])}, p99 {ms_text(full['p99'])}" if full["count"] else "none")
         )
     lines.append(f"  {'process':<26}{'CPU ms/round':>13}{'% of a core':>13}{'peak RSS MB':>13}")
     for name, share in result["cpu_share"].items():
@@ -1090,17 +1091,16 @@ def parts_lines(parts: Sequence[Mapping[str, Any]]) -> list[str]:
     """``window_parts``' figures, a line a part: a backlog building shows as the detectors' tail
     from publication and their lag growing from part to part."""
 
-    def ms(seconds: float) -> str:
-        return "n/a" if math.isnan(seconds) else f"{1000 * seconds:.0f} ms"
-
-    lines = [f"  the window in {len(parts)} parts:"] if len(parts) > 1 else []
-    for part in parts if len(parts) > 1 else ():
+    if len(parts) < 2:  # one part is the window, whose figures are printed already
+        return []
+    lines = [f"  the window in {len(parts)} parts:"]
+    for part in parts:
         since, commits, alerts, cpu = part["detection_since_published"], part["detectors_commit"], part["alerts"], part["cpu_ms_per_round"]
         lag = part["lag"].get(DETECTORS[0]) or {}
         lines.append(
-            f"    {part['from_s']:.0f} - {part['to_s']:.0f} s: {part['rounds']} rounds; card read to alert p50 {ms(alerts['p50'])}, "
-            f"p99 {ms(alerts['p99'])} ({alerts['alerts']}); the detectors from publication p50 {ms(since['p50'])}, "
-            f"p99 {ms(since['p99'])}, their commits p50 {ms(commits['p50'])}, their lag "
+            f"    {part['from_s']:.0f} - {part['to_s']:.0f} s: {part['rounds']} rounds; card read to alert p50 {ms_text(alerts['p50'])}, "
+            f"p99 {ms_text(alerts['p99'])} ({alerts['alerts']}); the detectors from publication p50 {ms_text(since['p50'])}, "
+            f"p99 {ms_text(since['p99'])}, their commits p50 {ms_text(commits['p50'])}, their lag "
             + (f"{lag['mean']:.0f} on average ({lag['slope_per_s']:+.2f} events/s)" if lag else "not read")
             + f"; CPU ms a round: the detectors {cpu.get(DETECTORS[0], math.nan):.2f}, all {cpu.get('total', math.nan):.2f}"
         )
