@@ -126,15 +126,16 @@ RETRY_SECONDS = 120.0
 PACE = 50.0  # wall-clock seconds a round takes at a table: real pace (a busy baccarat table)
 SUSTAINED_SLOPE = 1.0  # events/s: a group whose lag grows faster over the window is not keeping up
 COMMITS, GC_PAUSES = "surveil_detection_commit_seconds", "surveil_gc_pause_seconds"
-SINCE_PUBLISHED = "surveil_detection_queue_latency_seconds"
+DETECTION, SINCE_PUBLISHED = "surveil_detection_latency_seconds", "surveil_detection_queue_latency_seconds"
+ALERTS_PUBLISHED = "surveil_alert_latency_seconds"
 BATCHES, BATCH_PHASES = "surveil_batch_seconds", "surveil_batch_phase_seconds"
 DETECTORS, RUNNERS = ("anomaly-detection",), ("table-controller", "settlement")
 # The histograms a run reads: the labels each is split by (none: all under ""), and the services
 # whose instances fill it (every process times its collections: only the detectors' are read).
 HISTOGRAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
-    "surveil_detection_latency_seconds": (("topic",), DETECTORS),
+    DETECTION: (("topic",), DETECTORS),
     SINCE_PUBLISHED: (("topic",), DETECTORS),
-    "surveil_alert_latency_seconds": (("topic",), DETECTORS),
+    ALERTS_PUBLISHED: (("topic",), DETECTORS),
     COMMITS: (("topic",), DETECTORS),
     GC_PAUSES: (("generation",), DETECTORS),
     BATCHES: (("service",), RUNNERS),
@@ -416,6 +417,19 @@ class Mark:
     cpu: Mapping[str, float]
 
 
+def histogram_figures(histograms: Mapping[str, Mapping[str, Mapping[float, float]]]) -> dict[str, Any]:
+    """The services' histograms over a span (each ``histogram_delta``'d), summed up by ``latency_summary``."""
+    return {
+        "detection_latency": latency_summary(histograms[DETECTION]),
+        "detection_since_published": latency_summary(histograms[SINCE_PUBLISHED]),
+        "alert_latency_service": latency_summary(histograms[ALERTS_PUBLISHED]),
+        "detectors_commit": latency_summary(histograms[COMMITS]),
+        "detectors_gc_pauses": latency_summary(histograms[GC_PAUSES])["by_topic"],  # by generation
+        "runners_batches": latency_summary(histograms[BATCHES])["by_topic"],  # by service
+        "runners_batch_phases": latency_summary(histograms[BATCH_PHASES])["by_topic"],  # by "service/phase"
+    }
+
+
 def window_parts(
     marks: Sequence[Mark],
     round_ends: Sequence[float],
@@ -426,9 +440,10 @@ def window_parts(
     each process' CPU ms a round, the detectors' tail from a record's publication and their
     commits, card read to alert over the alerts revealed in it (``alert_ages``: when revealed,
     how long to arrive, the rule), also by rule (the kinds differ from part to part), and each
-    group's lag (``lag_trend`` over the offsets' ``samples``). As the tables' state grows over a
-    run, do the commits and the CPU a round grow, and does a backlog build (the tail from
-    publication, the lag)?"""
+    group's lag (``lag_trend`` over the offsets' ``samples``), and the services' histograms
+    (``histogram_figures``). As the tables' state grows over a run, do the commits and the CPU a
+    round grow, does a backlog build (the tail from publication, the lag), and which hop's time
+    grows?"""
     parts = []
     for start, end in zip(marks, marks[1:]):
         rounds = sum(start.t < t <= end.t for t in round_ends)
@@ -443,10 +458,7 @@ def window_parts(
                 "to_s": end.t - marks[0].t,
                 "rounds": rounds,
                 "cpu_ms_per_round": cpu_ms,
-                "detection_since_published": latency_summary(
-                    histogram_delta(end.histograms[SINCE_PUBLISHED], start.histograms[SINCE_PUBLISHED])
-                ),
-                "detectors_commit": latency_summary(histogram_delta(end.histograms[COMMITS], start.histograms[COMMITS])),
+                **histogram_figures({metric: histogram_delta(end.histograms[metric], start.histograms[metric]) for metric in HISTOGRAMS}),
                 "alerts": alert_summary(ages_by_rule(alert_ages, start.t, end.t, end_included=end is marks[-1])),
                 "lag": {group: lag_trend(inside, group) for group in CONSUMERS},
             }
@@ -949,13 +961,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         "sustained": sustained(trends),
         "sustained_bound_events_per_s": SUSTAINED_SLOPE,
         "drain_seconds": drained_at - window_end if drained_at else None,
-        "detection_latency": latency_summary(histograms["surveil_detection_latency_seconds"]),
-        "detection_since_published": latency_summary(histograms[SINCE_PUBLISHED]),
-        "alert_latency_service": latency_summary(histograms["surveil_alert_latency_seconds"]),
-        "detectors_commit": latency_summary(histograms[COMMITS]),
-        "detectors_gc_pauses": latency_summary(histograms[GC_PAUSES])["by_topic"],  # by generation
-        "runners_batches": latency_summary(histograms[BATCHES])["by_topic"],  # by service
-        "runners_batch_phases": latency_summary(histograms[BATCH_PHASES])["by_topic"],  # by "service/phase"
+        **histogram_figures(histograms),
         "alert_latency_end_to_end": {
             **alert_summary(in_window),
             "max": max((age for ages in in_window.values() for age in ages), default=math.nan),
@@ -1067,6 +1073,7 @@ def summary(result: Mapping[str, Any]) -> str:
         f"  detectors' commits (changelog written, offsets committed): {commits['count']:.0f}, "
         f"p50 {ms_text(commits['p50'])}, p99 {ms_text(commits['p99'])}",
     ]
+    lines.append("  " + table_hop_text(result))
     lines += parts_lines(result.get("parts", []))
     lines += batches_lines(result.get("runners_batches", {}), result.get("runners_batch_phases", {}), result["window_seconds"])
     if full := result.get("detectors_gc_pauses", {}).get("2"):
@@ -1104,7 +1111,33 @@ def parts_lines(parts: Sequence[Mapping[str, Any]]) -> list[str]:
             + (f"{lag['mean']:.0f} on average ({lag['slope_per_s']:+.2f} events/s)" if lag else "not read")
             + f"; CPU ms a round: the detectors {cpu.get(DETECTORS[0], math.nan):.2f}, all {cpu.get('total', math.nan):.2f}"
         )
+        if "runners_batches" in part:  # not in the runs before the parts had the histograms
+            lines.append("      " + table_hop_text(part))
     return lines
+
+
+def table_hop_text(figures: Mapping[str, Any]) -> str:
+    """Where a table event's time goes (``histogram_figures``' keys), p50 / p99: from its time at
+    the table (a card read, a bet) to the detectors, of which from the table-controller's send; to
+    its alert's publication; and the table-controller's batches, with each phase's p50."""
+
+    def both(summary: Mapping[str, Any] | None) -> str:
+        return "n/a" if not summary else f"{ms_text(summary['p50'])} / {ms_text(summary['p99'])}"
+
+    controller = RUNNERS[0]
+    phases = service_phases(figures["runners_batch_phases"], controller)
+    return (
+        f"table events, p50 / p99: from their time at the table to the detectors {both(figures['detection_latency']['by_topic'].get(topics.TABLE))} "
+        f"(from the {controller}'s send {both(figures['detection_since_published']['by_topic'].get(topics.TABLE))}), "
+        f"to their alerts' publication {both(figures['alert_latency_service']['by_topic'].get(topics.TABLE))}; "
+        f"the {controller}'s batches {both(figures['runners_batches'].get(controller))}"
+        + (" (p50 " + ", ".join(f"{phase} {ms_text(f['p50'])}" for phase, f in phases.items()) + ")" if phases else "")
+    )
+
+
+def service_phases(phases: Mapping[str, Mapping[str, float]], service: str) -> dict[str, Mapping[str, float]]:
+    """``service``'s share of the batch phases' summaries (by "service/phase"), by phase."""
+    return {key.partition("/")[2]: figures for key, figures in phases.items() if key.partition("/")[0] == service}
 
 
 def batches_lines(by_service: Mapping[str, Mapping[str, float]], phases: Mapping[str, Mapping[str, float]], seconds: float) -> list[str]:
@@ -1117,8 +1150,7 @@ def batches_lines(by_service: Mapping[str, Mapping[str, float]], phases: Mapping
             f"  {service}'s batches: {batches['count'] / seconds:.1f} a second, "
             f"p50 {1000 * batches['p50']:.1f} ms, p99 {1000 * batches['p99']:.1f} ms"
         )
-        own = {key.partition("/")[2]: figures for key, figures in phases.items() if key.partition("/")[0] == service}
-        if own:
+        if own := service_phases(phases, service):
             line += "; p50 by phase: " + ", ".join(f"{phase} {1000 * figures['p50']:.1f} ms" for phase, figures in own.items())
         lines.append(line)
     return lines

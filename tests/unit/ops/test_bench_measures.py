@@ -392,11 +392,14 @@ surveil_batch_phase_seconds_bucket{le="+Inf",phase="transaction",service="table-
 def test_each_part_of_the_window_has_what_happened_in_it() -> None:
     """A backlog building over the window shows as the later part's tail and lag above the earlier's,
     a state that costs more as its CPU a round growing."""
-    since, commits = pipeline.SINCE_PUBLISHED, pipeline.COMMITS
 
     def histograms(fast: float, slow: float) -> dict[str, Any]:  # cumulative: within 50 ms, then within 500 ms
-        buckets = {"baccarat.shoe": {0.05: fast, 0.5: fast + slow, float("inf"): fast + slow}}
-        return {since: buckets, commits: buckets}
+        buckets = {0.05: fast, 0.5: fast + slow, float("inf"): fast + slow}
+        by_label = {
+            pipeline.BATCHES: {"table-controller": buckets},
+            pipeline.BATCH_PHASES: {"table-controller/apply": buckets, "settlement/apply": {0.5: 0.0, float("inf"): 0.0}},
+        }
+        return {metric: by_label.get(metric, {"baccarat.table": buckets}) for metric in pipeline.HISTOGRAMS}
 
     marks = [
         pipeline.Mark(100.0, histograms(10, 0), {"anomaly-detection": 1.0, "kafka": 2.0}),
@@ -431,7 +434,13 @@ def test_each_part_of_the_window_has_what_happened_in_it() -> None:
     assert abs(second["lag"]["anomaly-detection"]["slope_per_s"] - 4.0) < 1e-9
     lines = pipeline.parts_lines([first, second])
     assert lines[0] == "  the window in 2 parts:"
-    assert "10 - 20 s: 3 rounds" in lines[2] and "+4.00 events/s" in lines[2] and "the detectors 500.00, all 666.67" in lines[2]
+    assert "10 - 20 s: 3 rounds" in lines[3] and "+4.00 events/s" in lines[3] and "the detectors 500.00, all 666.67" in lines[3]
+    # where a table event's time went, part by part: the first's within 50 ms, the second's slower
+    assert lines[2] == (
+        "      table events, p50 / p99: from their time at the table to the detectors 25 ms / 50 ms (from the table-controller's send 25 ms / 50 ms), "
+        "to their alerts' publication 25 ms / 50 ms; the table-controller's batches 25 ms / 50 ms (p50 apply 25 ms)"
+    )
+    assert lines[4] == lines[2].replace("25 ms / 50 ms", "275 ms / 496 ms").replace("apply 25 ms", "apply 275 ms")
     assert pipeline.parts_lines([first]) == []  # one part is the window: its figures are already printed
 
 
