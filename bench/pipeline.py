@@ -128,6 +128,7 @@ SUSTAINED_SLOPE = 1.0  # events/s: a group whose lag grows faster over the windo
 COMMITS, GC_PAUSES = "surveil_detection_commit_seconds", "surveil_gc_pause_seconds"
 DETECTION, SINCE_PUBLISHED = "surveil_detection_latency_seconds", "surveil_detection_queue_latency_seconds"
 ALERTS_PUBLISHED = "surveil_alert_latency_seconds"
+INTAKE, INTAKE_SINCE_SENT = "surveil_intake_latency_seconds", "surveil_intake_queue_latency_seconds"
 BATCHES, BATCH_PHASES = "surveil_batch_seconds", "surveil_batch_phase_seconds"
 DETECTORS, RUNNERS = ("anomaly-detection",), ("table-controller", "settlement")
 # The histograms a run reads: the labels each is split by (none: all under ""), and the services
@@ -140,6 +141,8 @@ HISTOGRAMS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {
     GC_PAUSES: (("generation",), DETECTORS),
     BATCHES: (("service",), RUNNERS),
     BATCH_PHASES: (("service", "phase"), RUNNERS),
+    INTAKE: (("service", "topic"), RUNNERS),
+    INTAKE_SINCE_SENT: (("service", "topic"), RUNNERS),
 }
 T = TypeVar("T")
 
@@ -427,6 +430,8 @@ def histogram_figures(histograms: Mapping[str, Mapping[str, Mapping[float, float
         "detectors_gc_pauses": latency_summary(histograms[GC_PAUSES])["by_topic"],  # by generation
         "runners_batches": latency_summary(histograms[BATCHES])["by_topic"],  # by service
         "runners_batch_phases": latency_summary(histograms[BATCH_PHASES])["by_topic"],  # by "service/phase"
+        "runners_intake": latency_summary(histograms[INTAKE])["by_topic"],  # by "service/topic"
+        "runners_intake_since_sent": latency_summary(histograms[INTAKE_SINCE_SENT])["by_topic"],  # by "service/topic"
     }
 
 
@@ -1117,21 +1122,29 @@ def parts_lines(parts: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def table_hop_text(figures: Mapping[str, Any]) -> str:
-    """Where a table event's time goes (``histogram_figures``' keys), p50 / p99: from its time at
-    the table (a card read, a bet) to the detectors, of which from the table-controller's send; to
-    its alert's publication; and the table-controller's batches, with each phase's p50."""
+    """Where a table event's time goes (``histogram_figures``' keys), p50 / p99, along its way: its
+    inputs (a bet, a card read) from their time at the table to the table-controller's batch, of
+    which from their publisher's send; the table-controller's batches, each phase's p50; from the
+    event's time at the table to the detectors, of which from the table-controller's send; to its
+    alert's publication."""
 
     def both(summary: Mapping[str, Any] | None) -> str:
         return "n/a" if not summary else f"{ms_text(summary['p50'])} / {ms_text(summary['p99'])}"
 
-    controller = RUNNERS[0]
+    controller, table = RUNNERS[0], topics.TABLE
+    intake, since_sent = figures.get("runners_intake", {}), figures.get("runners_intake_since_sent", {})  # not in earlier runs
     phases = service_phases(figures["runners_batch_phases"], controller)
     return (
-        f"table events, p50 / p99: from their time at the table to the detectors {both(figures['detection_latency']['by_topic'].get(topics.TABLE))} "
-        f"(from the {controller}'s send {both(figures['detection_since_published']['by_topic'].get(topics.TABLE))}), "
-        f"to their alerts' publication {both(figures['alert_latency_service']['by_topic'].get(topics.TABLE))}; "
-        f"the {controller}'s batches {both(figures['runners_batches'].get(controller))}"
+        "table events, p50 / p99: to the table-controller's batch "
+        + ", ".join(
+            f"{t} {both(intake.get(f'{controller}/{t}'))} (from the send {both(since_sent.get(f'{controller}/{t}'))})"
+            for t in (INPUTS, topics.SHOE)
+        )
+        + f"; its batches {both(figures['runners_batches'].get(controller))}"
         + (" (p50 " + ", ".join(f"{phase} {ms_text(f['p50'])}" for phase, f in phases.items()) + ")" if phases else "")
+        + f"; to the detectors {both(figures['detection_latency']['by_topic'].get(table))}"
+        + f" (from the send {both(figures['detection_since_published']['by_topic'].get(table))})"
+        + f"; to their alerts' publication {both(figures['alert_latency_service']['by_topic'].get(table))}"
     )
 
 

@@ -34,21 +34,18 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
 from typing import Any
-from unittest import mock
 
 from hypothesis import strategies as st
 from kafka import TopicPartition
 from kafka.consumer.fetcher import ConsumerRecord
 
 from faults.fuzzing import DEVICE_SECRET, STEP, WINDOW, FloorKeys, ProcessorConsumer, _copy, _near, event_record, material
+from support.runners import runner_without_kafka
 from surveil.events import codec, deadletter, topics
 from surveil.events import models as m
 from surveil.events.signing import SIGNED_TOPICS, DeviceKeys
-from surveil.runtime import kafka as runtime_kafka
-from surveil.runtime.config import Settings
-from surveil.runtime.kafka import KafkaRunner, partition_for
+from surveil.runtime.kafka import partition_for
 from surveil.runtime.processor import Processor
-from surveil.runtime.state import MemoryBackend
 from surveil.settlement.processor import SettlementProcessor
 from surveil.table_controller.processor import TableController
 
@@ -281,33 +278,6 @@ def place(key: bytes | None) -> int:
 # ---- the Kafka runner ---------------------------------------------------------------------------
 
 
-class _NoClient:
-    """Neither consumer nor producer: the runner's per-record path needs neither."""
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def init_transactions(self) -> None:
-        pass
-
-
-def runner_without_kafka(processor: Processor, backend: MemoryBackend, keys: DeviceKeys | None) -> KafkaRunner:
-    """A ``KafkaRunner`` built as the service builds it, but for its Kafka clients."""
-    settings = Settings(
-        service=processor.name,
-        kafka_bootstrap="fuzz:9092",
-        redis_url="redis://fuzz",
-        metrics_port=0,
-        instance_id="fuzz",
-        log_level="CRITICAL",
-        partitions=PARTITIONS,
-        topic_prefix="",
-        redis_prefix="",
-    )
-    with mock.patch.object(runtime_kafka, "KafkaConsumer", _NoClient), mock.patch.object(runtime_kafka, "KafkaProducer", _NoClient):
-        return KafkaRunner(processor, settings, backend, keys)
-
-
 def consumer_record(tp: TopicPartition, offset: int, rec: Record) -> ConsumerRecord:
     headers = list(rec.headers)
     size = sum(len(k.encode()) + len(v or b"") for k, v in headers)
@@ -345,7 +315,7 @@ class RunnerConsumer:
                 sequence.append((number, rec))
             if position < len(window):
                 sequence.append((None, self._floor_record(window[position])))
-        runner = runner_without_kafka(self.processor(), _copy(self.base.snapshots[case.start]), self.keys)
+        runner = runner_without_kafka(self.processor(), _copy(self.base.snapshots[case.start]), self.keys, PARTITIONS)
         next_offset: Counter[TopicPartition] = Counter()
         batch: dict[TopicPartition, list[ConsumerRecord]] = {}
         records: dict[tuple[str, int, int], Record] = {}

@@ -312,9 +312,11 @@ class KafkaRunner:
         the outputs per partition, and the last offset per partition. A record, whatever its
         headers, key, value and size, gives its outputs or its dead letter, never an exception
         (but Redis away: the batch is tried again), so no record can stop the runner."""
+        taken = time.time()
         if self.devices is not None:
             self.devices.prefetch(((self._topic(tp), record) for tp, records in batch.items() for record in records), self.state)
         decoded = {tp: [self._checked(tp, record) for record in records] for tp, records in batch.items()}
+        self._time_intake(batch, decoded, taken)
         prefetch = getattr(self.processor, "prefetch", None)
         if prefetch is not None:
             try:
@@ -332,6 +334,20 @@ class KafkaRunner:
                 offsets[tp] = record.offset
             metrics.EVENTS_CONSUMED.labels(self.processor.name, tp.topic).inc(len(records))
         return outbox, offsets
+
+    def _time_intake(
+        self, batch: dict[TopicPartition, list[Any]], decoded: dict[TopicPartition, list[Event | Exception]], taken: float
+    ) -> None:
+        """How long each record of the batch waited before the batch took it up (at ``taken``):
+        since its event's time at the table, and since its publisher's send."""
+        for tp, records in batch.items():
+            topic = self._topic(tp)
+            since_event = metrics.INTAKE_LATENCY.labels(self.processor.name, topic)
+            since_sent = metrics.INTAKE_QUEUE_LATENCY.labels(self.processor.name, topic)
+            for record, event in zip(records, decoded[tp]):
+                since_sent.observe(max(taken - record.timestamp / 1000, 0.0))
+                if isinstance(event, Event):
+                    since_event.observe(max(taken - event.time.timestamp(), 0.0))
 
     def _checked(self, tp: TopicPartition, record: Any) -> Event | Exception:
         """``_verified``, or what it raised (a dead letter), but Redis away."""

@@ -323,6 +323,29 @@ def test_a_runners_batches_are_timed_by_phase_and_the_phases_add_up_to_the_batch
     assert sum(phases.values()) == pytest.approx(batches["surveil_batch_seconds_sum"], rel=0.01)
 
 
+@pytest.mark.parametrize("service", ["table-controller", "settlement"])
+def test_a_runner_times_each_input_from_its_time_at_the_table_and_from_its_send(deployment: Deployment, service: str) -> None:
+    exported = [(n, labels, v) for n, labels, v in samples(deployment.metrics(service)) if labels.get("service") == service]
+    consumed = {labels["topic"].removeprefix(deployment.prefix): v for n, labels, v in exported if n == "surveil_events_consumed_total"}
+    timed = {
+        n: {labels["topic"]: v for m, labels, v in exported if m == n}
+        for n in (
+            "surveil_intake_latency_seconds_count",
+            "surveil_intake_queue_latency_seconds_count",
+            "surveil_intake_latency_seconds_sum",
+            "surveil_intake_queue_latency_seconds_sum",
+        )
+    }
+    since_event, since_sent = timed["surveil_intake_latency_seconds_count"], timed["surveil_intake_queue_latency_seconds_count"]
+    assert since_sent == consumed and all(v > 0 for v in consumed.values())  # every record from its send
+    assert set(since_event) == set(consumed) and all(0 < since_event[t] <= consumed[t] for t in consumed)  # but what is no event
+    # Seconds (not milliseconds) from the send, and none of them ahead of the batch; the floor
+    # plays here as fast as it can, its events' times the simulated floor's, days ago.
+    for topic in consumed:
+        assert 0 < timed["surveil_intake_queue_latency_seconds_sum"][topic] / since_sent[topic] < 60
+        assert timed["surveil_intake_latency_seconds_sum"][topic] / since_event[topic] > 60
+
+
 def test_the_lag_exporter_sees_every_group_caught_up(deployment: Deployment) -> None:
     lag = [(labels, v) for n, labels, v in samples(deployment.metrics("lag-exporter")) if n == "surveil_consumer_lag_messages"]
     assert {labels["group"] for labels, _ in lag} == {"table-controller", "settlement", "anomaly-detection"}

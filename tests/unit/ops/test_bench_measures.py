@@ -398,6 +398,8 @@ def test_each_part_of_the_window_has_what_happened_in_it() -> None:
         by_label = {
             pipeline.BATCHES: {"table-controller": buckets},
             pipeline.BATCH_PHASES: {"table-controller/apply": buckets, "settlement/apply": {0.5: 0.0, float("inf"): 0.0}},
+            pipeline.INTAKE: {"table-controller/baccarat.inputs": buckets},
+            pipeline.INTAKE_SINCE_SENT: {"table-controller/baccarat.inputs": buckets},
         }
         return {metric: by_label.get(metric, {"baccarat.table": buckets}) for metric in pipeline.HISTOGRAMS}
 
@@ -437,8 +439,9 @@ def test_each_part_of_the_window_has_what_happened_in_it() -> None:
     assert "10 - 20 s: 3 rounds" in lines[3] and "+4.00 events/s" in lines[3] and "the detectors 500.00, all 666.67" in lines[3]
     # where a table event's time went, part by part: the first's within 50 ms, the second's slower
     assert lines[2] == (
-        "      table events, p50 / p99: from their time at the table to the detectors 25 ms / 50 ms (from the table-controller's send 25 ms / 50 ms), "
-        "to their alerts' publication 25 ms / 50 ms; the table-controller's batches 25 ms / 50 ms (p50 apply 25 ms)"
+        "      table events, p50 / p99: to the table-controller's batch baccarat.inputs 25 ms / 50 ms (from the send 25 ms / 50 ms), "
+        "baccarat.shoe n/a (from the send n/a); its batches 25 ms / 50 ms (p50 apply 25 ms); "
+        "to the detectors 25 ms / 50 ms (from the send 25 ms / 50 ms); to their alerts' publication 25 ms / 50 ms"
     )
     assert lines[4] == lines[2].replace("25 ms / 50 ms", "275 ms / 496 ms").replace("apply 25 ms", "apply 275 ms")
     assert pipeline.parts_lines([first]) == []  # one part is the window: its figures are already printed

@@ -4,13 +4,11 @@ keyed topics puts it, with the topic's partition count asked of the producer onc
 from __future__ import annotations
 
 from typing import Any
-from unittest import mock
 
 from kafka.partitioner.default import murmur2
 
-from surveil.runtime import kafka as runtime_kafka
-from surveil.runtime.config import Settings
-from surveil.runtime.kafka import KafkaRunner, partition_for
+from support.runners import runner_without_kafka
+from surveil.runtime.kafka import partition_for
 from surveil.runtime.state import MemoryBackend
 from surveil.settlement.processor import SettlementProcessor
 
@@ -40,17 +38,7 @@ def test_a_key_goes_where_murmur2_puts_it_for_each_partition_count_asked_again_o
 
 
 def test_the_runner_asks_a_topics_partition_count_once_and_partitions_each_key_by_it() -> None:
-    settings = Settings(
-        service="settlement",
-        kafka_bootstrap="none:9092",
-        redis_url="redis://none",
-        metrics_port=0,
-        instance_id="test",
-        log_level="CRITICAL",
-        partitions=6,
-    )
-    with mock.patch.object(runtime_kafka, "KafkaConsumer", _Client), mock.patch.object(runtime_kafka, "KafkaProducer", _Client):
-        runner = KafkaRunner(SettlementProcessor(), settings, MemoryBackend())
+    runner = runner_without_kafka(SettlementProcessor(), MemoryBackend(), partitions=6, client=_Client)
     for _ in range(3):
         for key in KEYS:
             assert runner._partition("a", key) == partition_for(key, 6)
