@@ -56,6 +56,8 @@ LIBRDKAFKA_NAMES: dict[str, str | None] = {
     "delivery_timeout_ms": "message.timeout.ms",
     "max_request_size": "message.max.bytes",
     "client_id": "client.id",
+    "fetch_max_wait_ms": "fetch.wait.max.ms",
+    "fetch_min_bytes": "fetch.min.bytes",
 }
 
 

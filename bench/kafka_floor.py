@@ -26,8 +26,9 @@ share of a core; the records the relay read, wrote and its transactions (its own
 with SIGUSR1 at both ends of the window); and its consumer group's lag at the end (the input's end
 offsets less the group's committed offsets): a lag past a batch or two says it did not keep up,
 and its figures are then too low. ``--records-per-round`` turns the relay's cost per input into
-its cost a round. ``--gather-ms G``: the relay waits G ms after each transaction, so that the next
-batch gathers (fewer, larger transactions; what a service would add to each hop's latency).
+its cost a round. ``--gather-ms G``: the relay's next batch gathers G ms at the broker, as a
+service's (``fetch_gathering``: fewer, larger transactions; what a service adds to each hop's
+latency).
 ``--rate 0``: nothing is fed, and each process' idle share of a core is all.
 
     eval "$(ops/stack.sh env)"      # the admin's credentials
@@ -59,7 +60,7 @@ from kafka.structs import OffsetAndMetadata
 from floor_producer import DeviceProducer, librdkafka_config
 from procstat import load_average, proc_cpu_seconds, stack_pids
 from surveil.runtime.config import UNMETERED, Settings
-from surveil.runtime.kafka import partition_for, producer_config
+from surveil.runtime.kafka import fetch_gathering, partition_for, producer_config
 
 PARTITIONS = 6  # the shared topics' count
 VALUE_BYTES = 250  # a card read's event
@@ -102,6 +103,7 @@ def relay(source: str, sink: str, group: str, ratio: float, gather_ms: float) ->
         isolation_level="read_committed",
         auto_offset_reset="latest",  # the topics are new, and fed only once every partition is assigned
         max_poll_records=5000,
+        **fetch_gathering(int(gather_ms)),
     )
     producer = KafkaProducer(**producer_config(settings), transactional_id=member)
     producer.init_transactions()
@@ -142,8 +144,6 @@ def relay(source: str, sink: str, group: str, ratio: float, gather_ms: float) ->
                 raise SystemExit(f"transaction lost: epoch {epoch.epoch} -> {manager.producer_id_and_epoch.epoch}, {failed} sends failed")
             done_in, done_out, done_tx = counts[0]
             counts[0] = (done_in + read, done_out + len(sent), done_tx + 1)
-            if gather_ms:  # the next batch gathers meanwhile: fewer, larger transactions
-                time.sleep(gather_ms / 1000)
     finally:
         consumer.close()
         producer.close()
@@ -160,7 +160,7 @@ def relay_librdkafka(source: str, sink: str, group: str, ratio: float, gather_ms
     settings = Settings.from_env("kafka-floor-relay")
     member = f"{group}-{settings.instance_id}"
     consumer = Consumer(
-        librdkafka_config(settings.kafka_client())
+        librdkafka_config(settings.kafka_client() | fetch_gathering(int(gather_ms)))
         | {
             "group.id": group,
             "group.instance.id": member,
@@ -207,8 +207,6 @@ def relay_librdkafka(source: str, sink: str, group: str, ratio: float, gather_ms
             producer.commit_transaction()  # raises if the broker aborted it
             done_in, done_out, done_tx = counts[0]
             counts[0] = (done_in + len(records), done_out + written, done_tx + 1)
-            if gather_ms:
-                time.sleep(gather_ms / 1000)
     finally:
         consumer.close()
 

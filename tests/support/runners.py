@@ -24,7 +24,12 @@ class NoClient:
 
 
 def runner_without_kafka(
-    processor: Processor, backend: Backend, keys: DeviceKeys | None = None, partitions: int = 1, client: type = NoClient
+    processor: Processor,
+    backend: Backend,
+    keys: DeviceKeys | None = None,
+    partitions: int = 1,
+    client: type = NoClient,
+    gather_ms: int = 20,
 ) -> KafkaRunner:
     """A ``KafkaRunner`` built as the service builds it, with ``client`` for its consumer and producer."""
     settings = Settings(
@@ -37,6 +42,7 @@ def runner_without_kafka(
         partitions=partitions,
         topic_prefix="",
         redis_prefix="",
+        kafka_gather_ms=gather_ms,
     )
     with mock.patch.object(runtime_kafka, "KafkaConsumer", client), mock.patch.object(runtime_kafka, "KafkaProducer", client):
         return KafkaRunner(processor, settings, backend, keys)

@@ -63,10 +63,10 @@ class Settings:
     # records before it sends a request: latency added to each card read, traded for fewer requests.
     # A transaction's commit sends at once, whatever the linger.
     kafka_linger_ms: int = 5
-    # How long a transactional service (the table-controller, settlement) lets records gather after
-    # each transaction before it polls for the next batch: latency added to each hop through it,
-    # traded for fewer transactions (each costs the client and the broker the same however few
-    # records it carries). 0: the next poll at once.
+    # How long a transactional service (the table-controller, settlement) lets its next batch gather
+    # at the broker (``kafka.fetch_gathering``): latency added to each hop through it, traded for
+    # fewer transactions (each costs the client and the broker the same however few records it
+    # carries). 0: each fetch answered at its first record.
     kafka_gather_ms: int = 20
     # How often the detectors (anomaly-detection) commit their offsets, and with them write every
     # table value their events changed: the longer, the fewer values written (a busy table's value

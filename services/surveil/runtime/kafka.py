@@ -9,8 +9,9 @@ Per batch of polled records:
 2. commit the processor's state to Redis in one MULTI/EXEC, together with the last offset applied
    per input partition and the batch's outputs per partition (the outbox);
 3. publish the outputs and the consumed offsets in one Kafka transaction;
-4. wait ``KAFKA_GATHER_MS`` before the next poll, so that the next batch gathers: a transaction
-   costs the client and the broker about the same whatever it carries.
+4. poll for the next batch, which has gathered at the broker meanwhile for ``KAFKA_GATHER_MS``
+   (``fetch_gathering``): a transaction costs the client and the broker about the same whatever
+   it carries.
 
 Whatever a record holds (any headers, key and value, any size up to the broker's maximum), step 1
 gives its outputs or its dead letter, and an output too large for the broker is a dead letter too
@@ -187,12 +188,25 @@ class TransactionStalled(KafkaError):  # type: ignore[misc]
     """A step of a transaction with no answer past the transaction timeout."""
 
 
+# A gathering fetch is answered once KAFKA_GATHER_MS has passed, or once this much is waiting (a
+# backlog): more than a floor's events fill in a gathering at any pace it plays.
+GATHER_MIN_BYTES = 1 << 20
+
+
+def fetch_gathering(gather_ms: int) -> dict[str, int]:
+    """A runner's consumer settings for its batches to gather ``gather_ms`` at the broker. kafka-python
+    sends the next fetch as it hands a batch over, so the next batch gathers while this one is
+    processed, and an input waits about that long for its batch at most (once the batch before is
+    done). Not a sleep between batches: the fetch sent meanwhile would be answered at once, with a
+    millisecond's records, and what came after them would be taken up two batches later. 0: each
+    fetch answered at its first record."""
+    return {"fetch_max_wait_ms": gather_ms, "fetch_min_bytes": GATHER_MIN_BYTES} if gather_ms > 0 else {}
+
+
 class KafkaRunner:
     """Runs one processor as a member of its consumer group until ``stop`` is set (or SIGTERM)."""
 
-    def __init__(
-        self, processor: Processor, settings: Settings, backend: Backend, keys: DeviceKeys | None = None, **consumer_overrides: Any
-    ) -> None:
+    def __init__(self, processor: Processor, settings: Settings, backend: Backend, keys: DeviceKeys | None = None) -> None:
         self.processor = processor
         # With keys, records of device topics must carry their device's signature, for its table, once.
         self.devices = None if keys is None else DeviceRecords(keys)
@@ -222,7 +236,7 @@ class KafkaRunner:
             # A batch is one Redis transaction and one Kafka transaction, whose round trips cost
             # the same for 50 records as for 5,000: a backlog goes through in few, large batches.
             max_poll_records=5000,
-            **consumer_overrides,
+            **fetch_gathering(settings.kafka_gather_ms),
         )
         self.producer = KafkaProducer(
             **producer_config(settings),
@@ -255,8 +269,6 @@ class KafkaRunner:
                         records = {tp: batch for tp, batch in records.items() if tp not in recovered}
                     if records:
                         self._process(records)
-                        # The next batch gathers meanwhile (KAFKA_GATHER_MS): fewer, larger transactions.
-                        self.stop.wait(self.settings.kafka_gather_ms / 1000)
                 except STORE_UNAVAILABLE as error:
                     self._wait_for_store(records, error)
             self._record_committed_at_stop()

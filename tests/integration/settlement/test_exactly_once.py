@@ -4,7 +4,7 @@ inside the transaction, before its commit), and a new runner with the same insta
 the batch exactly once from the Redis outbox and carries on, in the order the batch made it. A
 transaction the broker aborted under a commit that returned (kafka-python's epoch bump) is
 published again. A zombie, whose partitions another member moved on, writes nothing. And a runner
-that lets records gather between transactions (``KAFKA_GATHER_MS``) commits fewer, larger batches
+whose batches gather at the broker (``KAFKA_GATHER_MS``) commits fewer, larger batches
 to the same ledger."""
 
 from __future__ import annotations
@@ -398,7 +398,7 @@ def test_a_runner_that_gathers_commits_fewer_larger_batches_to_the_same_ledger(d
         thread.join(60)
     assert deployment.dump() == dump_memory(offline_settlement(events).ledger.backend)  # type: ignore[arg-type]
     assert_published_once_each(deployment, settlement_events(events))
-    # A batch, then the gathering: no more batches than that allows in the publishing time
+    # Each batch gathered for gather_s at the broker: no more batches than that allows in the publishing time
     # (without it, a batch of one or two records: each record was on the broker before the next was sent).
     assert sum(batches) == len(table_events(events))
     assert len(batches) <= publishing / gather_s + 2, (len(batches), publishing)
