@@ -197,8 +197,9 @@ def fetch_gathering(gather_ms: int) -> dict[str, int]:
     """A runner's consumer settings for its batches to gather ``gather_ms`` at the broker. kafka-python
     sends the next fetch as it hands a batch over, so the next batch gathers while this one is
     processed, and an input waits about that long for its batch at most (once the batch before is
-    done). Not a sleep between batches: the fetch sent meanwhile would be answered at once, with a
-    millisecond's records, and what came after them would be taken up two batches later. 0: each
+    done). Not a sleep between batches, with the fetch sent meanwhile answered at its first record:
+    at 1,000 tables an input then waited twice as long from its send in a shoe's second ten
+    minutes as in its first, its batches no longer (docs/performance.md, "Over a shoe"). 0: each
     fetch answered at its first record."""
     return {"fetch_max_wait_ms": gather_ms, "fetch_min_bytes": GATHER_MIN_BYTES} if gather_ms > 0 else {}
 
