@@ -40,8 +40,8 @@ BATCH_PHASE_SECONDS = Histogram(
     ["service", "phase"],
     buckets=(0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5),
 )
-# Where a runner's input waited before its batch took it up: at its publisher, at the broker, in
-# the consumer, or behind the runner's previous batch and its gathering (KAFKA_GATHER_MS).
+# Where a runner's input waited before its batch took it up: at its publisher, gathering at the
+# broker (KAFKA_GATHER_MS), in the consumer, or for the batch before.
 _INTAKE_BUCKETS = (0.0025, 0.005, 0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05, 0.075, 0.1, 0.25, 0.5, 1.0, 2.5)
 INTAKE_LATENCY = Histogram(
     "surveil_intake_latency_seconds",
