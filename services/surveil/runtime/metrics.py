@@ -52,7 +52,7 @@ INTAKE_LATENCY = Histogram(
 INTAKE_QUEUE_LATENCY = Histogram(
     "surveil_intake_queue_latency_seconds",
     "From an input record's Kafka timestamp (its publisher's send) to the start of the batch that took it up, "
-    "by service and input topic: the broker's and the consumer's share of surveil_intake_latency_seconds.",
+    "by service and input topic: the gathering's, the broker's and the runner's share of surveil_intake_latency_seconds.",
     ["service", "topic"],
     buckets=_INTAKE_BUCKETS,
 )
