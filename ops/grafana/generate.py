@@ -712,6 +712,14 @@ def pipeline_health() -> Json:
             unit="s",
             width=6,
         ),
+        quantiles(
+            "Input wait before a batch",
+            "How long the table-controller's and settlement's inputs waited for the batch that took them up, from their "
+            "publisher's send, by input topic: the gathering at the broker (KAFKA_GATHER_MS), the broker, the batch before. "
+            "p50 and p99 over 5 minutes.",
+            "surveil_intake_queue_latency_seconds",
+            level="service_topic",
+        ),
         timeseries(
             "Batch time by phase",
             "Where a batch of table-controller and settlement goes, on average over 5 minutes: apply (its events decoded, "
@@ -720,8 +728,7 @@ def pipeline_health() -> Json:
             "the rules, Redis or the broker.",
             Query("service_phase:surveil_batch_phase_seconds:mean5m", "{{service}} {{phase}}"),
             unit="s",
-            width=24,
-            height=6,
+            width=18,
         ),
         row("Dead letters and rejections"),
         timeseries(
