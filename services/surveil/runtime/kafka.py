@@ -9,7 +9,7 @@ Per batch of polled records:
 2. commit the processor's state to Redis in one MULTI/EXEC, together with the last offset applied
    per input partition and the batch's outputs per partition (the outbox);
 3. publish the outputs and the consumed offsets in one Kafka transaction;
-4. poll for the next batch, which has gathered at the broker meanwhile for ``KAFKA_GATHER_MS``
+4. poll for the next batch, which gathers at the broker for ``KAFKA_GATHER_MS``
    (``fetch_gathering``): a transaction costs the client and the broker about the same whatever
    it carries.
 
@@ -194,13 +194,12 @@ GATHER_MIN_BYTES = 1 << 20
 
 
 def fetch_gathering(gather_ms: int) -> dict[str, int]:
-    """A runner's consumer settings for its batches to gather ``gather_ms`` at the broker. kafka-python
-    sends the next fetch as it hands a batch over, so the next batch gathers while this one is
-    processed, and an input waits about that long for its batch at most (once the batch before is
-    done). Not a sleep between batches, with the fetch sent meanwhile answered at its first record:
-    at 1,000 tables an input then waited twice as long from its send in a shoe's second ten
-    minutes as in its first, its batches no longer (docs/performance.md, "Over a shoe"). 0: each
-    fetch answered at its first record."""
+    """A runner's consumer settings for its batches to gather ``gather_ms`` at the broker: each fetch
+    is answered once that long has passed, or at once for a backlog (``GATHER_MIN_BYTES``). Not a
+    sleep between batches, with each fetch answered at its first record: at 1,000 tables an input
+    then waited twice as long from its send in a shoe's second ten minutes as in its first, its
+    batches no longer (docs/performance.md, "Over a shoe"). 0: each fetch answered at its first
+    record."""
     return {"fetch_max_wait_ms": gather_ms, "fetch_min_bytes": GATHER_MIN_BYTES} if gather_ms > 0 else {}
 
 
