@@ -26,9 +26,10 @@ share of a core; the records the relay read, wrote and its transactions (its own
 with SIGUSR1 at both ends of the window); and its consumer group's lag at the end (the input's end
 offsets less the group's committed offsets): a lag past a batch or two says it did not keep up,
 and its figures are then too low. ``--records-per-round`` turns the relay's cost per input into
-its cost a round. ``--gather-ms G``: the relay's next batch gathers G ms at the broker, as a
-service's (``fetch_gathering``: fewer, larger transactions; what a service adds to each hop's
-latency).
+its cost a round. ``--gather-ms G``: the relay's next batch gathers G ms at the broker while
+records keep coming, as a service's (``gather_fetches``: fewer, larger transactions; what a
+service adds to each hop's latency); librdkafka's, which fixes a consumer's fetch wait when it is
+built, gathers every fetch (the same under load).
 ``--rate 0``: nothing is fed, and each process' idle share of a core is all.
 
     eval "$(ops/stack.sh env)"      # the admin's credentials
@@ -60,7 +61,7 @@ from kafka.structs import OffsetAndMetadata
 from floor_producer import DeviceProducer, librdkafka_config
 from procstat import load_average, proc_cpu_seconds, stack_pids
 from surveil.runtime.config import UNMETERED, Settings
-from surveil.runtime.kafka import fetch_gathering, partition_for, producer_config
+from surveil.runtime.kafka import GATHER_MIN_BYTES, gather_fetches, partition_for, producer_config
 
 PARTITIONS = 6  # the shared topics' count
 VALUE_BYTES = 250  # a card read's event
@@ -103,8 +104,8 @@ def relay(source: str, sink: str, group: str, ratio: float, gather_ms: float) ->
         isolation_level="read_committed",
         auto_offset_reset="latest",  # the topics are new, and fed only once every partition is assigned
         max_poll_records=5000,
-        **fetch_gathering(int(gather_ms)),
     )
+    gather_fetches(consumer, int(gather_ms))
     producer = KafkaProducer(**producer_config(settings), transactional_id=member)
     producer.init_transactions()
     manager = producer._transaction_manager
@@ -160,7 +161,9 @@ def relay_librdkafka(source: str, sink: str, group: str, ratio: float, gather_ms
     settings = Settings.from_env("kafka-floor-relay")
     member = f"{group}-{settings.instance_id}"
     consumer = Consumer(
-        librdkafka_config(settings.kafka_client() | fetch_gathering(int(gather_ms)))
+        librdkafka_config(
+            settings.kafka_client() | ({"fetch_max_wait_ms": int(gather_ms), "fetch_min_bytes": GATHER_MIN_BYTES} if gather_ms else {})
+        )
         | {
             "group.id": group,
             "group.instance.id": member,
@@ -300,7 +303,12 @@ def main() -> None:
     parser.add_argument("--warm-up", type=float, default=20.0, help="seconds fed before the window")
     parser.add_argument("--tables", type=int, default=1000, help="table ids the records are keyed by")
     parser.add_argument("--outputs", type=float, default=0.6, help="records the relay writes per record read")
-    parser.add_argument("--gather-ms", type=float, default=0.0, help="the relay waits this long after each transaction")
+    parser.add_argument(
+        "--gather-ms",
+        type=float,
+        default=0.0,
+        help="after a fetch that brought records, the relay's next waits up to this long at the broker (librdkafka's: every fetch)",
+    )
     parser.add_argument("--records-per-round", type=float, default=18.6, help="records a service reads a round")
     parser.add_argument("--feeder", choices=("kafka-python", "librdkafka"), default="kafka-python", help="the feeder's client")
     parser.add_argument("--json", type=Path, help="append the result here as one JSON line")

@@ -72,6 +72,7 @@ from faust.types import TP
 from faust.utils.functional import consecutive_numbers
 
 from ..runtime import header_keys
+from ..runtime.kafka import GATHER_MIN_BYTES
 from . import metrics
 
 header_keys.install()  # every record readable, whatever its header keys
@@ -104,9 +105,6 @@ class CommitStalled(Exception):
     """A commit waited past ``App.commit_timeout``, or on a Kafka consumer that cannot recover."""
 
 
-GATHER_BYTES = 1024 * 1024  # a gathering fetch's least bytes: more than its wait brings, so the wait decides
-
-
 def gather_fetches(fetcher: Any, gather_ms: int) -> None:
     """Have aiokafka's ``fetcher`` wait at the broker up to ``gather_ms`` for more records after a
     fetch that brought some, and answer at the first record (its own settings) after one that
@@ -118,7 +116,7 @@ def gather_fetches(fetcher: Any, gather_ms: int) -> None:
 
     async def gathering(assignment: Any, node_id: int, request: Any) -> bool:
         brought: bool = await fetch(assignment, node_id, request)  # true when a partition got records (or an error)
-        fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms = (GATHER_BYTES, gather_ms) if brought else at_once
+        fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms = (GATHER_MIN_BYTES, gather_ms) if brought else at_once
         return brought
 
     fetcher._proc_fetch_request = gathering

@@ -64,8 +64,9 @@ class Settings:
     # A transaction's commit sends at once, whatever the linger.
     kafka_linger_ms: int = 5
     # How long a transactional service (the table-controller, settlement) lets its next batch gather
-    # at the broker (``kafka.fetch_gathering``): latency added to each hop through it, traded for
-    # fewer transactions (each costs the client and the broker the same however few records it
+    # at the broker while records keep coming (``kafka.gather_fetches``; after a fetch that came back
+    # empty, the next is answered at its first record): latency added to each hop through it, traded
+    # for fewer transactions (each costs the client and the broker the same however few records it
     # carries). 0: each fetch answered at its first record.
     kafka_gather_ms: int = 20
     # How often the detectors (anomaly-detection) commit their offsets, and with them write every
@@ -139,17 +140,24 @@ class Settings:
             kafka_password=secret(env.get("KAFKA_PASSWORD"), env.get("KAFKA_PASSWORD_FILE")),
             kafka_ssl_cafile=env.get("KAFKA_SSL_CAFILE", ""),
             kafka_linger_ms=_milliseconds("KAFKA_LINGER_MS", env.get("KAFKA_LINGER_MS", "5")),
-            kafka_gather_ms=_milliseconds("KAFKA_GATHER_MS", env.get("KAFKA_GATHER_MS", "20")),
+            kafka_gather_ms=_milliseconds("KAFKA_GATHER_MS", env.get("KAFKA_GATHER_MS", "20"), most=GATHER_MOST_MS),
             commit_interval_ms=_milliseconds("COMMIT_INTERVAL_MS", env.get("COMMIT_INTERVAL_MS", "1000"), least=1),
-            fetch_gather_ms=_milliseconds("FETCH_GATHER_MS", env.get("FETCH_GATHER_MS", "10")),
+            fetch_gather_ms=_milliseconds("FETCH_GATHER_MS", env.get("FETCH_GATHER_MS", "10"), most=GATHER_MOST_MS),
         )
 
 
-def _milliseconds(name: str, value: str, least: int = 0) -> int:
-    """A setting in whole milliseconds, ``least`` or more: anything else stops the service at its start."""
-    if not (value.isascii() and value.isdigit()) or int(value) < least:
-        raise ValueError(f"{name} must be a whole number of milliseconds, {least} or more, not {value!r}")
-    return int(value)
+# The longest gathering a fetch may be told to wait: seconds already stall a hop whose alerts are
+# due within 100 ms, and a wait past the Kafka clients' request timeout would never be answered.
+GATHER_MOST_MS = 10_000
+
+
+def _milliseconds(name: str, value: str, least: int = 0, most: int | None = None) -> int:
+    """A setting in whole milliseconds, from ``least`` to ``most``: anything else stops the service at its start."""
+    number = int(value) if value.isascii() and value.isdigit() else None
+    if number is None or number < least or (most is not None and number > most):
+        bounds = f"{least} or more" if most is None else f"from {least} to {most}"
+        raise ValueError(f"{name} must be a whole number of milliseconds, {bounds}, not {value!r}")
+    return number
 
 
 def secret(value: str | None, file: str | None) -> str:

@@ -5,7 +5,7 @@ the batch exactly once from the Redis outbox and carries on, in the order the ba
 transaction the broker aborted under a commit that returned (kafka-python's epoch bump) is
 published again. A zombie, whose partitions another member moved on, writes nothing. And a runner
 whose batches gather at the broker (``KAFKA_GATHER_MS``) commits fewer, larger batches
-to the same ledger."""
+to the same ledger, and idle, answers its next record at once."""
 
 from __future__ import annotations
 
@@ -369,16 +369,24 @@ def test_a_batch_from_two_topics_cut_short_by_a_crash_is_published_in_the_order_
     assert sorted(published) == sorted(f"{event.id}/relayed" for event in shoe + closes)
 
 
-def test_a_runner_that_gathers_commits_fewer_larger_batches_to_the_same_ledger(deployment: Deployment) -> None:
+def test_a_runner_that_gathers_commits_fewer_larger_batches_to_the_same_ledger_and_idle_takes_a_record_at_once(
+    deployment: Deployment,
+) -> None:
     events = simulated_floor(tables=1, shoes=1, seed=15)
-    gather_s = 0.3
+    *streamed, last = table_events(events)
+    gather_s = 1.0
     run = runner(deployment, gather_ms=int(gather_s * 1000))
-    batches: list[int] = []  # records a batch
+    batches: list[tuple[float, int]] = []  # when each batch began, and its records
     process = run._process
 
     def counted(batch: dict[Any, list[Any]]) -> None:
-        batches.append(sum(map(len, batch.values())))
+        batches.append((time.monotonic(), sum(map(len, batch.values()))))
         process(batch)
+
+    def send(event: Any) -> float:
+        producer.send(deployment.topic(event.topic), key=event.subject.encode(), value=codec.encode(event))
+        producer.flush(timeout=60)
+        return time.monotonic()
 
     run._process = counted  # type: ignore[method-assign]
     thread = threading.Thread(target=run.run)
@@ -386,11 +394,17 @@ def test_a_runner_that_gathers_commits_fewer_larger_batches_to_the_same_ledger(d
     producer = KafkaProducer(**kafka_client_config(deployment.bootstrap), acks="all", enable_idempotence=True, linger_ms=0)
     try:
         started = time.monotonic()
-        for event in table_events(events):  # one at a time, as a table's events come
-            producer.send(deployment.topic(event.topic), key=event.subject.encode(), value=codec.encode(event))
-            producer.flush(timeout=60)
+        for event in streamed:  # one at a time, as a table's events come
+            send(event)
             time.sleep(0.002)
         publishing = time.monotonic() - started
+        deployment.wait_until_settled()
+        gathered = len(batches)
+        time.sleep(1.5 * gather_s)  # idle: a gathering fetch came back empty
+        sent = send(last)
+        deadline = sent + 30
+        while len(batches) == gathered and time.monotonic() < deadline:
+            time.sleep(0.01)
         deployment.wait_until_settled()
     finally:
         producer.close()
@@ -399,6 +413,11 @@ def test_a_runner_that_gathers_commits_fewer_larger_batches_to_the_same_ledger(d
     assert deployment.dump() == dump_memory(offline_settlement(events).ledger.backend)  # type: ignore[arg-type]
     assert_published_once_each(deployment, settlement_events(events))
     # Each batch gathered for gather_s at the broker: no more batches than that allows in the publishing time
-    # (without it, a batch of one or two records: each record was on the broker before the next was sent).
-    assert sum(batches) == len(table_events(events))
-    assert len(batches) <= publishing / gather_s + 2, (len(batches), publishing)
+    # (without it, a batch of one or two records: each record was on the broker before the next was sent),
+    # with a partial gathering at each end and the first fetch, answered at once.
+    assert sum(records for _, records in batches[:gathered]) == len(streamed)
+    assert gathered <= publishing / gather_s + 3, (gathered, publishing)
+    # After an empty fetch the next is answered at its first record: the record sent when idle
+    # began its batch well within a gathering.
+    assert [records for _, records in batches[gathered:]] == [1]
+    assert batches[gathered][0] - sent < gather_s / 4, batches[gathered][0] - sent

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 from faust.transport.drivers import aiokafka
 
-from surveil.anomaly_detection.transport import GATHER_BYTES, App, ConsumerThread, gather_fetches
+from surveil.anomaly_detection.transport import App, ConsumerThread, gather_fetches
+from surveil.runtime.kafka import GATHER_MIN_BYTES
 
 AT_ONCE = (1, 1500)  # faust's: answered at the first byte, an idle fetch waits 1.5 s
 
@@ -39,7 +40,7 @@ def test_a_fetch_that_brought_records_makes_the_next_wait_and_an_empty_one_makes
     fetcher = Fetcher([True, True, False, False, True, False])
     gather_fetches(fetcher, 10)
     assert fetch(loop, fetcher, 6) == [True, True, False, False, True, False]
-    gathering = (GATHER_BYTES, 10)
+    gathering = (GATHER_MIN_BYTES, 10)
     assert fetcher.sent_with == [AT_ONCE, gathering, gathering, AT_ONCE, AT_ONCE, gathering]
     assert (fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms) == AT_ONCE
 
@@ -66,4 +67,4 @@ def test_the_workers_consumer_thread_gathers_its_fetchers_fetches_by_the_apps_se
     monkeypatch.setattr(aiokafka.AIOKafkaConsumerThread, "on_start", started)
     loop.run_until_complete(thread.on_start())
     fetch(loop, fetcher, 1)
-    assert (fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms) == (GATHER_BYTES, 7)
+    assert (fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms) == (GATHER_MIN_BYTES, 7)

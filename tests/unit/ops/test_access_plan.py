@@ -203,22 +203,23 @@ def test_the_long_running_clients_keep_no_kafka_python_metrics() -> None:
 
 
 @pytest.mark.parametrize(
-    ("name", "default", "least"),
+    ("name", "default", "least", "most"),
     [
-        ("KAFKA_GATHER_MS", 20, 0),  # the transactional services' gathering between transactions
-        ("COMMIT_INTERVAL_MS", 1000, 1),  # the detectors' commits
-        ("FETCH_GATHER_MS", 10, 0),  # the detectors' fetches gathering while records keep coming
+        ("KAFKA_GATHER_MS", 20, 0, 10_000),  # the transactional services' gathering between transactions
+        ("COMMIT_INTERVAL_MS", 1000, 1, None),  # the detectors' commits
+        ("FETCH_GATHER_MS", 10, 0, 10_000),  # the detectors' fetches gathering while records keep coming
     ],
 )
-def test_a_setting_in_milliseconds_has_a_default_and_nothing_below_its_least(
-    monkeypatch: pytest.MonkeyPatch, name: str, default: int, least: int
+def test_a_setting_in_milliseconds_has_a_default_and_nothing_outside_its_bounds(
+    monkeypatch: pytest.MonkeyPatch, name: str, default: int, least: int, most: int | None
 ) -> None:
     field = name.lower()
     monkeypatch.delenv(name, raising=False)
     assert getattr(Settings.from_env("settlement"), field) == default
-    monkeypatch.setenv(name, str(least))
-    assert getattr(Settings.from_env("anomaly-detection"), field) == least
-    for wrong in (str(least - 1), "20ms", "0.5", ""):
+    for bound in (least, most or 3_600_000):
+        monkeypatch.setenv(name, str(bound))
+        assert getattr(Settings.from_env("anomaly-detection"), field) == bound
+    for wrong in (str(least - 1), *([str(most + 1)] if most else []), "20ms", "0.5", ""):
         monkeypatch.setenv(name, wrong)
         with pytest.raises(ValueError, match=name):
             Settings.from_env("settlement")
