@@ -199,7 +199,7 @@ def gather_fetches(consumer: KafkaConsumer, gather_ms: int) -> None:
     ``GATHER_MIN_BYTES``); one to a broker whose last answer came back empty is answered at its
     first record, as the consumer's own settings say. Under load every fetch gathers, and a batch
     is one transaction for what ``gather_ms`` brought; an idle runner fetches no more often than
-    its consumer's own wait (0.9 % of a core, against 8.1 – 8.4 % with every fetch gathering),
+    its consumer's own wait (0.9 % of a core, against 8.1 – 8.6 % with every fetch gathering),
     and the first record after a pause is not held. Not a pause after each
     batch: at 1,000 tables an input then waited twice as long for its batch in a shoe's second ten
     minutes as in its first (docs/performance.md, "Over a shoe" and "Trades").
