@@ -29,7 +29,7 @@ and its figures are then too low. ``--records-per-round`` turns the relay's cost
 its cost a round. ``--gather-ms G``: the relay's next batch gathers G ms at the broker while
 records keep coming, as a service's (``gather_fetches``: fewer, larger transactions; what a
 service adds to each hop's latency); librdkafka's, which fixes a consumer's fetch wait when it is
-built, gathers every fetch (the same under load).
+built, gathers every fetch (as kafka-python's does under load).
 ``--rate 0``: nothing is fed, and each process' idle share of a core is all.
 
     eval "$(ops/stack.sh env)"      # the admin's credentials
