@@ -9,8 +9,8 @@ services' work: no decoding, no signatures, no rules, no Redis, no state, no met
 - inputs: the simulated floor's consoles (librdkafka, ``floor_producer.DeviceProducer``) send
   ``--inputs`` records a round;
 - table: a kafka-python transactional relay (``kafka_floor.py``'s: the table-controller's clients
-  and loop, its batches gathering ``KAFKA_GATHER_MS`` at the broker) reads shoe and inputs and writes
-  ``--table-out`` records per record read;
+  and loop, its batches gathering ``KAFKA_GATHER_MS`` at the broker while records keep coming) reads
+  shoe and inputs and writes ``--table-out`` records per record read;
 - settlement: the same relay reads table and writes ``--settlement-out`` per record read;
 - detectors: a faust worker (the detectors' app class and transport, fetches gathering
   ``FETCH_GATHER_MS``) whose agent reads shoe, table and settlement and forwards ``--facts`` of

@@ -200,9 +200,9 @@ def gather_fetches(consumer: KafkaConsumer, gather_ms: int) -> None:
     first record, as the consumer's own settings say. Under load every fetch gathers, and a batch
     is one transaction for what ``gather_ms`` brought; an idle runner fetches no more often than
     its consumer's own wait (0.9 % of a core, against 8.1 – 8.6 % with every fetch gathering),
-    and the first record after a pause is not held. Not a pause after each
-    batch: at 1,000 tables an input then waited twice as long for its batch in a shoe's second ten
-    minutes as in its first (docs/performance.md, "Over a shoe" and "Trades").
+    and the first record after a pause is not held. Not a pause after each batch: at 1,000 tables
+    an input then waited twice as long for its batch in a shoe's second ten minutes as in its
+    first (docs/performance.md, "Over a shoe" and "Trades").
 
     kafka-python builds the fetch requests (``_create_fetch_requests``) and hands each answer to
     ``_handle_fetch_response`` on its network thread, one request in flight to a broker."""
