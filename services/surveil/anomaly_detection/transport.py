@@ -106,18 +106,22 @@ class CommitStalled(Exception):
 
 
 def gather_fetches(fetcher: Any, gather_ms: int) -> None:
-    """Have aiokafka's ``fetcher`` wait at the broker up to ``gather_ms`` for more records after a
-    fetch that brought some, and answer at the first record (its own settings) after one that
-    brought none."""
+    """Have aiokafka's ``fetcher`` gather at each broker while records keep coming: a fetch to a
+    broker whose last answer brought records waits there up to ``gather_ms`` for more (or until
+    ``GATHER_MIN_BYTES`` of backlog fills it); one to a broker whose last answer brought none is
+    answered at its first record (the fetcher's own settings). Per broker, as the runners'
+    (``runtime/kafka.py``): a cluster's idle broker does not take a busy one's gathering away."""
     if not gather_ms:
         return
-    at_once = fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms
-    fetch = fetcher._proc_fetch_request  # what it sends each fetch request through
+    fetch = fetcher._proc_fetch_request  # what it sends each fetch request through, one a broker at a time
+    brought: dict[int, bool] = {}  # per broker: whether its last answer brought records
 
     async def gathering(assignment: Any, node_id: int, request: Any) -> bool:
-        brought: bool = await fetch(assignment, node_id, request)  # true when a partition got records (or an error)
-        fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms = (GATHER_MIN_BYTES, gather_ms) if brought else at_once
-        return brought
+        if brought.get(node_id):
+            request._min_bytes, request._max_wait_ms = GATHER_MIN_BYTES, gather_ms  # read when the request is sent
+        got: bool = await fetch(assignment, node_id, request)  # true when a partition got records (or an error)
+        brought[node_id] = got
+        return got
 
     fetcher._proc_fetch_request = gathering
 
