@@ -62,6 +62,7 @@ import os
 import random
 import socket
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -87,6 +88,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 import broker_requests
+import surveil
 from procstat import STACK, PeakRss, cpu_seconds, load_average, proc_cpu_seconds, proc_status, stack_pids
 from profiles import Profiles
 from support.processes import Launched, free_port, stop
@@ -1357,12 +1359,27 @@ def show(result: dict[str, Any]) -> str:
     return json.dumps(result, indent=1, default=lambda o: o if not isinstance(o, float) else round(o, 4), sort_keys=False)
 
 
+def code_revision(services: Path = Path(surveil.__file__).parent) -> dict[str, Any]:
+    """The commit the services come from (``services``: the package this interpreter imports,
+    which the services it starts import too, inheriting its environment), and whether their files
+    differ from it; None for both outside a git checkout."""
+
+    def git(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["git", "-C", str(services), *args], capture_output=True, text=True, check=False)
+
+    head = git("rev-parse", "HEAD")
+    if head.returncode:
+        return {"commit": None, "changed": None}
+    return {"commit": head.stdout.strip(), "changed": bool(git("status", "--porcelain", "--", ".").stdout.strip())}
+
+
 def write_sweep(path: Path, results: list[dict[str, Any]]) -> None:
     """The runs so far as one JSON document (rewritten after each run: a stopped sweep keeps
-    the sizes it finished), with the command and the date."""
+    the sizes it finished), with the command, the date and the services' code."""
     document = {
         "command": " ".join(["bench/pipeline.py", *sys.argv[1:]]),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
+        "code": code_revision(),
         "cores": os.cpu_count(),
         "runs": results,
     }

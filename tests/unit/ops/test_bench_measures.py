@@ -572,6 +572,17 @@ def test_the_floors_records_made_ahead_are_what_its_publisher_would_send_signed_
         floor_producer.made_ahead(actions, publisher, keys)[1].publish(inputs[1])
 
 
+def test_a_runs_document_names_the_commit_its_services_came_from_and_whether_they_differed(tmp_path: Path) -> None:
+    services = Path(pipeline.surveil.__file__).parent
+    git = ["git", "-C", str(services)]
+    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
+    changed = bool(subprocess.run([*git, "status", "--porcelain", "--", "."], capture_output=True, text=True, check=True).stdout.strip())
+    assert pipeline.code_revision() == {"commit": head, "changed": changed}
+    assert pipeline.code_revision(tmp_path) == {"commit": None, "changed": None}  # not a checkout
+    pipeline.write_sweep(tmp_path / "sweep.json", [])
+    assert json.loads((tmp_path / "sweep.json").read_text())["code"] == {"commit": head, "changed": changed}
+
+
 def test_instances_are_counted_for_every_consumer_service_or_by_service() -> None:
     assert pipeline.instance_counts("2") == 2
     assert pipeline.instance_counts("anomaly-detection=2,settlement=3") == {"anomaly-detection": 2, "settlement": 3}
