@@ -1362,24 +1362,31 @@ def show(result: dict[str, Any]) -> str:
 def code_revision(services: Path = Path(surveil.__file__).parent) -> dict[str, Any]:
     """The commit the services come from (``services``: the package this interpreter imports,
     which the services it starts import too, inheriting its environment), and whether their files
-    differ from it; None for both outside a git checkout."""
+    differ from it; None for both outside a git checkout or without git. Asked before the first
+    service starts: a commit made during a run is not the code it measured."""
 
     def git(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["git", "-C", str(services), *args], capture_output=True, text=True, check=False)
+        clean = {
+            name: value for name, value in os.environ.items() if not name.startswith("GIT_")
+        }  # a hook's GIT_DIR names another repository
+        return subprocess.run(["git", "-C", str(services), *args], capture_output=True, text=True, check=False, env=clean)
 
-    head = git("rev-parse", "HEAD")
-    if head.returncode:
+    try:
+        head = git("rev-parse", "HEAD")
+        if head.returncode:
+            return {"commit": None, "changed": None}
+        return {"commit": head.stdout.strip(), "changed": bool(git("status", "--porcelain", "--", ".").stdout.strip())}
+    except OSError:  # no git here
         return {"commit": None, "changed": None}
-    return {"commit": head.stdout.strip(), "changed": bool(git("status", "--porcelain", "--", ".").stdout.strip())}
 
 
-def write_sweep(path: Path, results: list[dict[str, Any]]) -> None:
+def write_sweep(path: Path, results: list[dict[str, Any]], code: dict[str, Any]) -> None:
     """The runs so far as one JSON document (rewritten after each run: a stopped sweep keeps
-    the sizes it finished), with the command, the date and the services' code."""
+    the sizes it finished), with the command, the date and the services' code (``code_revision``)."""
     document = {
         "command": " ".join(["bench/pipeline.py", *sys.argv[1:]]),
         "date": datetime.now(UTC).isoformat(timespec="seconds"),
-        "code": code_revision(),
+        "code": code,
         "cores": os.cpu_count(),
         "runs": results,
     }
@@ -1465,6 +1472,7 @@ def main() -> None:
     args = parser.parse_args()
 
     results: list[dict[str, Any]] = []
+    code = code_revision()
     if args.mode == "live":
         sizes = [int(n) for n in args.tables.split(",") if n]
         for number, tables in enumerate(sizes, 1):
@@ -1486,7 +1494,7 @@ def main() -> None:
             print(show(results[-1]), flush=True)
             print(summary(results[-1]), flush=True)
             if args.json:
-                write_sweep(args.json, results)
+                write_sweep(args.json, results, code)
         if len(results) > 1:
             print("\nthe sweep:\n" + "\n".join(summary(r) for r in results), flush=True)
     else:
@@ -1495,7 +1503,7 @@ def main() -> None:
         )
         print(show(results[-1]), flush=True)
         if args.json:
-            write_sweep(args.json, results)
+            write_sweep(args.json, results, code)
 
 
 if __name__ == "__main__":

@@ -49,10 +49,10 @@ GATHERING = (GATHER_MIN_BYTES, 10)
 
 
 def test_a_fetch_that_brought_records_makes_the_next_wait_and_an_empty_one_makes_it_answer_at_once(loop: asyncio.AbstractEventLoop) -> None:
-    fetcher = Fetcher([True, True, False, False, True, False])
+    fetcher = Fetcher([True, True, False, False, True, False, True])
     gather_fetches(fetcher, 10)
-    assert fetch(loop, fetcher, 6) == [True, True, False, False, True, False]
-    assert fetcher.sent_with == [AT_ONCE, GATHERING, GATHERING, AT_ONCE, AT_ONCE, GATHERING]
+    assert fetch(loop, fetcher, 7) == [True, True, False, False, True, False, True]
+    assert fetcher.sent_with == [AT_ONCE, GATHERING, GATHERING, AT_ONCE, AT_ONCE, GATHERING, AT_ONCE]
     assert (fetcher._fetch_min_bytes, fetcher._fetch_max_wait_ms) == AT_ONCE  # the fetcher's own settings untouched
 
 

@@ -573,14 +573,25 @@ def test_the_floors_records_made_ahead_are_what_its_publisher_would_send_signed_
 
 
 def test_a_runs_document_names_the_commit_its_services_came_from_and_whether_they_differed(tmp_path: Path) -> None:
-    services = Path(pipeline.surveil.__file__).parent
-    git = ["git", "-C", str(services)]
-    head = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
-    changed = bool(subprocess.run([*git, "status", "--porcelain", "--", "."], capture_output=True, text=True, check=True).stdout.strip())
-    assert pipeline.code_revision() == {"commit": head, "changed": changed}
-    assert pipeline.code_revision(tmp_path) == {"commit": None, "changed": None}  # not a checkout
-    pipeline.write_sweep(tmp_path / "sweep.json", [])
-    assert json.loads((tmp_path / "sweep.json").read_text())["code"] == {"commit": head, "changed": changed}
+    checkout, elsewhere = tmp_path / "checkout", tmp_path / "elsewhere"
+    services = checkout / "services" / "surveil"
+    services.mkdir(parents=True)
+    elsewhere.mkdir()
+    (services / "app.py").write_text("first\n")
+    git = ["git", "-C", str(checkout), "-c", "user.name=bench", "-c", "user.email=bench@example.invalid"]
+    for command in (["init", "-q"], ["add", "."], ["commit", "-q", "-m", "first"]):
+        subprocess.run([*git, *command], check=True, capture_output=True)
+    head = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
+    assert pipeline.code_revision(services) == {"commit": head, "changed": False}
+    (services / "app.py").write_text("edited\n")
+    assert pipeline.code_revision(services) == {"commit": head, "changed": True}
+    (services / "app.py").write_text("first\n")
+    (checkout / "elsewhere.txt").write_text("outside the services\n")  # not the services' files
+    assert pipeline.code_revision(services) == {"commit": head, "changed": False}
+    if subprocess.run(["git", "-C", str(elsewhere), "rev-parse"], capture_output=True).returncode:  # tmp_path in no checkout
+        assert pipeline.code_revision(elsewhere) == {"commit": None, "changed": None}
+    pipeline.write_sweep(tmp_path / "sweep.json", [], {"commit": head, "changed": False})
+    assert json.loads((tmp_path / "sweep.json").read_text())["code"] == {"commit": head, "changed": False}
 
 
 def test_instances_are_counted_for_every_consumer_service_or_by_service() -> None:
