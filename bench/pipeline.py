@@ -1366,9 +1366,8 @@ def code_revision(services: Path = Path(surveil.__file__).parent) -> dict[str, A
     service starts: a commit made during a run is not the code it measured."""
 
     def git(*args: str) -> subprocess.CompletedProcess[str]:
-        clean = {
-            name: value for name, value in os.environ.items() if not name.startswith("GIT_")
-        }  # a hook's GIT_DIR names another repository
+        # Without GIT_* variables: a hook's GIT_DIR names another repository.
+        clean = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}
         return subprocess.run(["git", "-C", str(services), *args], capture_output=True, text=True, check=False, env=clean)
 
     try:

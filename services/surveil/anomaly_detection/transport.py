@@ -26,10 +26,11 @@ Three faust behaviours lost events across a restart of the worker, or made it re
 
 Fetches gather while records keep coming (``App.fetch_gather_ms``): after a fetch that brought
 records, the next to the same broker waits there up to that long for more; after one that came
-back empty, the next is answered at the first record, as faust's always are. At a table's pace a fetch answered at
-once brings a few records, and each fetch costs the worker (its consumer thread, the hand-over
-to the streams) and the broker the same however few it brings; an idle worker still fetches once
-every 1.5 s (faust's wait), and the first record after a pause is not held.
+back empty, the next is answered at the first record, as faust's always are. At a table's pace a
+fetch answered at once brings a few records, and each fetch costs the worker (its consumer
+thread, the hand-over to the streams) and the broker the same however few it brings; an idle
+worker still fetches once every 1.5 s (faust's wait), and the first record after a pause is not
+held.
 
 The producer (``Producer``) has its client track every topic it sends to: aiokafka dropped a
 topic it knew but did not track from its metadata, and a batch waiting for that topic then never
