@@ -1365,18 +1365,19 @@ def code_revision(services: Path = Path(surveil.__file__).parent) -> dict[str, A
     differ from it; None for both outside a git checkout or without git. Asked before the first
     service starts: a commit made during a run is not the code it measured."""
 
-    def git(*args: str) -> subprocess.CompletedProcess[str]:
-        # Without GIT_* variables: a hook's GIT_DIR names another repository.
-        clean = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}
-        return subprocess.run(["git", "-C", str(services), *args], capture_output=True, text=True, check=False, env=clean)
+    clean = {name: value for name, value in os.environ.items() if not name.startswith("GIT_")}  # a hook's GIT_DIR names another repository
 
-    try:
-        head = git("rev-parse", "HEAD")
-        if head.returncode:
-            return {"commit": None, "changed": None}
-        return {"commit": head.stdout.strip(), "changed": bool(git("status", "--porcelain", "--", ".").stdout.strip())}
-    except OSError:  # no git here
+    def git(*args: str) -> subprocess.CompletedProcess[str] | None:
+        try:
+            return subprocess.run(["git", "-C", str(services), *args], capture_output=True, text=True, check=False, env=clean)
+        except OSError:  # no git here
+            return None
+
+    head = git("rev-parse", "HEAD")
+    if head is None or head.returncode:
         return {"commit": None, "changed": None}
+    status = git("status", "--porcelain", "--", ".")
+    return {"commit": head.stdout.strip(), "changed": bool(status and status.stdout.strip())}
 
 
 def write_sweep(path: Path, results: list[dict[str, Any]], code: dict[str, Any]) -> None:
