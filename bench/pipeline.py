@@ -89,7 +89,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import broker_requests
 import surveil
-from procstat import STACK, PeakRss, cpu_seconds, load_average, proc_cpu_seconds, proc_status, stack_pids
+from procstat import STACK, PeakRss, cpu_seconds, load_average, proc_cpu_seconds, proc_status, stack_pids, threads_waiting, waited_between
 from profiles import Profiles
 from support.processes import Launched, free_port, stop
 from surveil.core.findings import AlertCode
@@ -884,6 +884,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         requests_before = requests.read() if requests else None
         measured = {**pipeline.pids(), "simulator": simulator.pid, **stack}
         cpu_before, bench_cpu_before = cpu_seconds(measured), time.process_time()
+        waiting_before = threads_waiting(measured)
         window_start = time.time()
         pythons = pipeline.pids() | {"simulator": simulator.pid}
         broker = {"kafka": stack["kafka"]} if "kafka" in stack else {}  # jcmd refuses what is not its JVM
@@ -905,6 +906,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         window_end = time.time()
         after = pipeline.histograms(before)
         cpu_after = cpu_seconds(measured)
+        waited = waited_between(waiting_before, threads_waiting(measured))
         marks.append(Mark(window_end, after, cpu_after))
         bench_cpu = time.process_time() - bench_cpu_before
         requests_after = requests.read() if requests and requests_before else None
@@ -981,6 +983,9 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         "alerts_received": len(alerts.arrivals),
         "cpu_share": cpu,
         "cpu_ms_per_round": cpu_ms,
+        # Of each process, the time its threads were ready to run and waited for a core, a share of the
+        # window's: how short of CPU it was (a process waiting for its input waits elsewhere).
+        "waiting_share": {name: seconds / span for name, seconds in waited.items()},
         "idle_cpu_share": {n: (idle_after[n] - idle_before[n]) / idle_span for n in idle_after if n in idle_before}
         if idle_span > 3
         else {},
@@ -1088,12 +1093,19 @@ def summary(result: Mapping[str, Any]) -> str:
             "  detectors' full collections (the event loop paused): "
             + (f"{full['count']:.0f}, p50 {ms_text(full['p50'])}, p99 {ms_text(full['p99'])}" if full["count"] else "none")
         )
-    lines.append(f"  {'process':<26}{'CPU ms/round':>13}{'% of a core':>13}{'peak RSS MB':>13}")
+    lines.append(f"  {'process':<26}{'CPU ms/round':>13}{'% of a core':>13}{'% waiting':>11}{'peak RSS MB':>13}")
     for name, share in result["cpu_share"].items():
-        per_round, rss = result["cpu_ms_per_round"].get(name), result["peak_rss_mb"].get(name)
+        per_round, rss, waiting = (
+            result["cpu_ms_per_round"].get(name),
+            result["peak_rss_mb"].get(name),
+            result.get("waiting_share", {}).get(name),
+        )
         per_round_text, rss_text = "-" if per_round is None else f"{per_round:.2f}", "-" if rss is None else f"{rss:.0f}"
-        lines.append(f"  {name:<26}{per_round_text:>13}{100 * share:>13.1f}{rss_text:>13}")
+        waiting_text = "-" if waiting is None else f"{100 * waiting:.1f}"
+        lines.append(f"  {name:<26}{per_round_text:>13}{100 * share:>13.1f}{waiting_text:>11}{rss_text:>13}")
     lines.append(f"  {'total (without the bench)':<26}{result['cpu_ms_per_round'].get('total', math.nan):>13.2f}")
+    if result.get("waiting_share"):
+        lines.append("  % waiting: the time its threads were ready to run and waited for a core, a share of the window's")
     if result["idle_cpu_share"]:
         idle = ", ".join(f"{n} {100 * share:.1f} %" for n, share in result["idle_cpu_share"].items())
         lines.append(f"  idle before play ({result['idle_seconds']:.0f} s), % of a core: {idle}")

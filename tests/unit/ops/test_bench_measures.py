@@ -1,5 +1,5 @@
 """What bench/pipeline.py's figures rest on, without a broker: the /proc readings of
-bench/procstat.py (which process listens on a port, CPU seconds, peak RSS, the stack's pid files
+bench/procstat.py (which process listens on a port, CPU seconds, the time waited for a core, peak RSS, the stack's pid files
 refused when the pid is another program's), the issue's *sustained* (every group's lag slope
 under 1 event/s), the drain's end (nothing written, no group behind), and the broker's requests
 a round (bench/broker_requests.py: JmxTool's output read into counts by request type and by
@@ -14,6 +14,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +56,33 @@ def test_cpu_seconds_grow_with_work_and_a_gone_process_is_left_out() -> None:
     while procstat.cpu_seconds({"me": os.getpid()})["me"] < before["me"] + 0.05:
         total += sum(range(10_000))
     assert total > 0
+
+
+def test_three_busy_processes_on_one_core_each_wait_twice_as_long_as_they_run_and_a_sleeping_one_does_not() -> None:
+    core = min(os.sched_getaffinity(0))
+    spin = [sys.executable, "-c", "while True: pass"]
+    busy = [subprocess.Popen(spin, preexec_fn=lambda: os.sched_setaffinity(0, {core})) for _ in range(3)]
+    sleeping = subprocess.Popen(["sleep", "30"])
+    pids = {f"busy {n}": process.pid for n, process in enumerate(busy)} | {"sleeping": sleeping.pid}
+    try:
+        ran_before, before = procstat.cpu_seconds(pids), procstat.threads_waiting({**pids, "gone": 2**22 + 1})
+        assert set(before) == set(pids)
+        while procstat.cpu_seconds({"busy 0": busy[0].pid})["busy 0"] < ran_before["busy 0"] + 0.4:
+            time.sleep(0.05)
+        waited, ran = procstat.waited_between(before, procstat.threads_waiting(pids)), procstat.cpu_seconds(pids)
+    finally:
+        for process in (*busy, sleeping):
+            process.kill()
+            process.wait()
+    for name in ("busy 0", "busy 1", "busy 2"):  # each ran a third of the time, and waited the rest
+        assert waited[name] > 1.4 * (ran[name] - ran_before[name]) > 0.2
+    assert waited["sleeping"] < 0.05
+
+
+def test_the_wait_between_two_readings_is_over_the_threads_alive_at_the_second() -> None:
+    before = {"a": {1: 1.0, 2: 2.0}, "b": {5: 1.0}}
+    after = {"a": {1: 1.5, 3: 0.25}, "c": {7: 9.0}}  # thread 2 gone, 3 born; b gone; c new
+    assert procstat.waited_between(before, after) == {"a": pytest.approx(0.75)}
 
 
 def test_stack_pids_by_port_and_a_pid_file_of_another_program_is_refused(tmp_path: Path) -> None:
