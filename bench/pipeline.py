@@ -89,7 +89,17 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import broker_requests
 import surveil
-from procstat import STACK, PeakRss, cpu_seconds, load_average, proc_cpu_seconds, proc_status, stack_pids, threads_waiting, waited_between
+from procstat import (
+    STACK,
+    PeakRss,
+    cpu_seconds,
+    load_average,
+    proc_cpu_seconds,
+    proc_status,
+    run_queue_between,
+    run_queue_seconds,
+    stack_pids,
+)
 from profiles import Profiles
 from support.processes import Launched, free_port, stop
 from surveil.core.findings import AlertCode
@@ -884,7 +894,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         requests_before = requests.read() if requests else None
         measured = {**pipeline.pids(), "simulator": simulator.pid, **stack}
         cpu_before, bench_cpu_before = cpu_seconds(measured), time.process_time()
-        waiting_before = threads_waiting(measured)
+        run_queue_before = run_queue_seconds(measured)
         window_start = time.time()
         pythons = pipeline.pids() | {"simulator": simulator.pid}
         broker = {"kafka": stack["kafka"]} if "kafka" in stack else {}  # jcmd refuses what is not its JVM
@@ -906,7 +916,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         window_end = time.time()
         after = pipeline.histograms(before)
         cpu_after = cpu_seconds(measured)
-        waited = waited_between(waiting_before, threads_waiting(measured))
+        waited = run_queue_between(run_queue_before, run_queue_seconds(measured))
         marks.append(Mark(window_end, after, cpu_after))
         bench_cpu = time.process_time() - bench_cpu_before
         requests_after = requests.read() if requests and requests_before else None
@@ -983,8 +993,7 @@ def live(bootstrap: str, redis_url: str, spec: LiveSpec) -> dict[str, Any]:
         "alerts_received": len(alerts.arrivals),
         "cpu_share": cpu,
         "cpu_ms_per_round": cpu_ms,
-        # Of each process, the time its threads were ready to run and waited for a core, a share of the
-        # window's: how short of CPU it was (a process waiting for its input waits elsewhere).
+        # Of each process, its threads' time in the run queue, a share of the window's (procstat.py).
         "waiting_share": {name: seconds / span for name, seconds in waited.items()},
         "idle_cpu_share": {n: (idle_after[n] - idle_before[n]) / idle_span for n in idle_after if n in idle_before}
         if idle_span > 3

@@ -1,6 +1,7 @@
-"""What processes use, read from /proc: CPU seconds (utime + stime), the time their threads were
-ready to run and waited for a core, resident memory, the load average, and which process listens on a port (to find the broker, Redis and Prometheus of the
-stack a benchmark talks to, whichever folder started it)."""
+"""What processes use, read from /proc: CPU seconds (utime + stime), the time their threads
+waited for a core, resident memory, the load average, and which process listens on a port (to
+find the broker, Redis and Prometheus of the stack a benchmark talks to, whichever folder started
+it)."""
 
 from __future__ import annotations
 
@@ -35,30 +36,30 @@ def proc_cpu_seconds(pid: int, tid: int | None = None) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def threads_waiting(pids: Mapping[str, int]) -> dict[str, dict[int, float]]:
-    """Of each live process, the seconds each of its threads has spent so far ready to run and
-    waiting for a core (the run queue: the second figure of /proc/<pid>/task/<tid>/schedstat), by
-    thread id: a process short of CPU waits there, one waiting for its input does not. A process
-    gone is left out, as is a thread gone while it was read."""
+def run_queue_seconds(pids: Mapping[str, int]) -> dict[str, dict[int, float]]:
+    """Of each live process, by thread id, the seconds each thread has spent so far ready to run
+    and waiting for a core (the second figure of /proc/<pid>/task/<tid>/schedstat): a process
+    short of CPU waits there, one waiting for its input does not. A process gone, or not ours to
+    read, is left out, as is a thread gone while it was read."""
     waited: dict[str, dict[int, float]] = {}
     for name, pid in pids.items():
         try:
             tids = [int(tid) for tid in os.listdir(f"/proc/{pid}/task")]
-        except (FileNotFoundError, ProcessLookupError):
+        except OSError:
             continue
         threads = waited[name] = {}
         for tid in tids:
             try:
                 threads[tid] = int((_proc(pid, tid) / "schedstat").read_text().split()[1]) / 1e9
-            except (FileNotFoundError, ProcessLookupError):
+            except OSError:
                 pass
     return waited
 
 
-def waited_between(before: Mapping[str, Mapping[int, float]], after: Mapping[str, Mapping[int, float]]) -> dict[str, float]:
-    """Each process' seconds in the run queue between two ``threads_waiting`` readings, over the
-    threads alive at the second (one born between counts from its start; one gone by the second
-    is left out)."""
+def run_queue_between(before: Mapping[str, Mapping[int, float]], after: Mapping[str, Mapping[int, float]]) -> dict[str, float]:
+    """Each process' seconds in the run queue between two ``run_queue_seconds`` readings, over
+    the threads alive at the second: one born between counts from its start, one gone by the
+    second is left out (so a process whose threads come and go waited at least this long)."""
     return {
         name: sum(seconds - before.get(name, {}).get(tid, 0.0) for tid, seconds in threads.items())
         for name, threads in after.items()

@@ -58,23 +58,43 @@ def test_cpu_seconds_grow_with_work_and_a_gone_process_is_left_out() -> None:
     assert total > 0
 
 
-def test_three_busy_processes_on_one_core_each_wait_twice_as_long_as_they_run_and_a_sleeping_one_does_not() -> None:
-    core = min(os.sched_getaffinity(0))
-    spin = [sys.executable, "-c", "while True: pass"]
-    busy = [subprocess.Popen(spin, preexec_fn=lambda: os.sched_setaffinity(0, {core})) for _ in range(3)]
-    sleeping = subprocess.Popen(["sleep", "30"])
+# Pinned to one core (sys.argv[1]) before its two threads start, each hashing without the
+# interpreter's lock, its main thread asleep: only the sum over a process' threads shows its wait.
+_BUSY = """
+import hashlib, os, sys, threading
+os.sched_setaffinity(0, {int(sys.argv[1])})
+data = bytes(1 << 20)
+def spin():
+    while True:
+        hashlib.sha256(data).digest()
+for _ in range(2):
+    threading.Thread(target=spin, daemon=True).start()
+threading.Event().wait()
+"""
+
+
+def test_busy_processes_sharing_a_core_wait_longer_than_they_run_and_a_sleeping_one_does_not() -> None:
+    sleeping = subprocess.Popen(["sleep", "60"])
+    core = str(min(os.sched_getaffinity(0)))
+    busy = [subprocess.Popen([sys.executable, "-c", _BUSY, core]) for _ in range(3)]
     pids = {f"busy {n}": process.pid for n, process in enumerate(busy)} | {"sleeping": sleeping.pid}
     try:
-        ran_before, before = procstat.cpu_seconds(pids), procstat.threads_waiting({**pids, "gone": 2**22 + 1})
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{sleeping.pid}/stat").read_text().rpartition(")")[2].split()[0] != "S":  # asleep, started
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        ran_before = procstat.cpu_seconds(pids)
+        before = procstat.run_queue_seconds({**pids, "gone": 2**22 + 1})  # above any pid Linux gives (pid_max <= 2**22)
         assert set(before) == set(pids)
         while procstat.cpu_seconds({"busy 0": busy[0].pid})["busy 0"] < ran_before["busy 0"] + 0.4:
+            assert time.monotonic() < deadline, "the busy processes did not run"
             time.sleep(0.05)
-        waited, ran = procstat.waited_between(before, procstat.threads_waiting(pids)), procstat.cpu_seconds(pids)
+        waited, ran = procstat.run_queue_between(before, procstat.run_queue_seconds(pids)), procstat.cpu_seconds(pids)
     finally:
         for process in (*busy, sleeping):
             process.kill()
             process.wait()
-    for name in ("busy 0", "busy 1", "busy 2"):  # each ran a third of the time, and waited the rest
+    for name in ("busy 0", "busy 1", "busy 2"):  # six threads on a core: each ran a sixth of the time, and waited the rest
         assert waited[name] > 1.4 * (ran[name] - ran_before[name]) > 0.2
     assert waited["sleeping"] < 0.05
 
@@ -82,7 +102,7 @@ def test_three_busy_processes_on_one_core_each_wait_twice_as_long_as_they_run_an
 def test_the_wait_between_two_readings_is_over_the_threads_alive_at_the_second() -> None:
     before = {"a": {1: 1.0, 2: 2.0}, "b": {5: 1.0}}
     after = {"a": {1: 1.5, 3: 0.25}, "c": {7: 9.0}}  # thread 2 gone, 3 born; b gone; c new
-    assert procstat.waited_between(before, after) == {"a": pytest.approx(0.75)}
+    assert procstat.run_queue_between(before, after) == {"a": pytest.approx(0.75)}
 
 
 def test_stack_pids_by_port_and_a_pid_file_of_another_program_is_refused(tmp_path: Path) -> None:
