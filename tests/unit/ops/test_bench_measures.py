@@ -1,10 +1,11 @@
 """What bench/pipeline.py's figures rest on, without a broker: the /proc readings of
-bench/procstat.py (which process listens on a port, CPU seconds, the time waited for a core, peak RSS, the stack's pid files
-refused when the pid is another program's), the issue's *sustained* (every group's lag slope
-under 1 event/s), the drain's end (nothing written, no group behind), and the broker's requests
-a round (bench/broker_requests.py: JmxTool's output read into counts by request type and by
-topic, two readings into figures a round), what bench/profile_summary.py reads in a profile, the
-ages bench/clients_floor.py summarises, and the least a Python replay does (bench/replay.py)."""
+bench/procstat.py (which process listens on a port, CPU seconds, the time waited for a core, peak
+RSS, the stack's pid files refused when the pid is another program's), the issue's *sustained*
+(every group's lag slope under 1 event/s), the drain's end (nothing written, no group behind), and
+the broker's requests a round (bench/broker_requests.py: JmxTool's output read into counts by
+request type and by topic, two readings into figures a round), what bench/profile_summary.py
+reads in a profile, the ages bench/clients_floor.py summarises, and the least a Python replay
+does (bench/replay.py)."""
 
 from __future__ import annotations
 
