@@ -1104,16 +1104,12 @@ def summary(result: Mapping[str, Any]) -> str:
         )
     lines.append(f"  {'process':<26}{'CPU ms/round':>13}{'% of a core':>13}{'% waiting':>11}{'peak RSS MB':>13}")
     for name, share in result["cpu_share"].items():
-        per_round, rss, waiting = (
-            result["cpu_ms_per_round"].get(name),
-            result["peak_rss_mb"].get(name),
-            result.get("waiting_share", {}).get(name),
-        )
+        per_round, rss, waiting = result["cpu_ms_per_round"].get(name), result["peak_rss_mb"].get(name), result["waiting_share"].get(name)
         per_round_text, rss_text = "-" if per_round is None else f"{per_round:.2f}", "-" if rss is None else f"{rss:.0f}"
         waiting_text = "-" if waiting is None else f"{100 * waiting:.1f}"
         lines.append(f"  {name:<26}{per_round_text:>13}{100 * share:>13.1f}{waiting_text:>11}{rss_text:>13}")
     lines.append(f"  {'total (without the bench)':<26}{result['cpu_ms_per_round'].get('total', math.nan):>13.2f}")
-    if result.get("waiting_share"):
+    if result["waiting_share"]:
         lines.append("  % waiting: the time its threads were ready to run and waited for a core, a share of the window's")
     if result["idle_cpu_share"]:
         idle = ", ".join(f"{n} {100 * share:.1f} %" for n, share in result["idle_cpu_share"].items())
